@@ -1,0 +1,45 @@
+"""The scheduling framework: state arrays, extension points, sessions, plans and profiles."""
+
+from gpusched.framework.extension import (
+    Action,
+    BoolArray,
+    CycleContext,
+    FilterPlugin,
+    FloatArray,
+    GpuPicker,
+    PluginContext,
+    QueueSortPlugin,
+    ScorePlugin,
+)
+from gpusched.framework.plan import Bind, Plan
+from gpusched.framework.profile import PluginSpec, Profile, ProfileSpec, TieBreak
+from gpusched.framework.session import Session, Snapshot
+from gpusched.framework.state import Allocation, ClusterState, VersionClock
+from gpusched.framework.statement import Statement
+from gpusched.framework.status import Code, Status
+
+__all__ = [
+    "Action",
+    "Allocation",
+    "Bind",
+    "BoolArray",
+    "ClusterState",
+    "Code",
+    "CycleContext",
+    "FilterPlugin",
+    "FloatArray",
+    "GpuPicker",
+    "Plan",
+    "PluginContext",
+    "PluginSpec",
+    "Profile",
+    "ProfileSpec",
+    "QueueSortPlugin",
+    "ScorePlugin",
+    "Session",
+    "Snapshot",
+    "Statement",
+    "Status",
+    "TieBreak",
+    "VersionClock",
+]

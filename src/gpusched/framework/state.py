@@ -1,0 +1,352 @@
+"""Struct-of-arrays cluster state: the form the scheduler's hot path works on.
+
+Node capacity and free resources live in NumPy arrays indexed by node position, so a filter can
+answer for every node with a handful of vector operations instead of a Python loop:
+
+* ``cpu_free[n]``, ``mem_free[n]`` -- free CPU (millicores) and memory (MiB) of node ``n``;
+* ``gpu_free[n, g]`` -- free share of GPU ``g`` of node ``n`` in milli-GPU (0..1000), and ``0``
+  for slots beyond the node's GPU count. Every GPU request is at least 1 milli, so
+  ``gpu_free >= request`` is never true there, and ``gpu_free.sum(axis=1)`` is the node's idle
+  GPU share; ``gpu_cap`` tells real slots (1000) from padding (0);
+* ``gpu_idle[n]`` -- ``SUM_g gpu_free[n, g]``, the node's free GPU share (kept up to date);
+* ``model_id[n]`` -- index of the node's GPU model in :attr:`ClusterState.models`, ``-1`` for a
+  CPU-only node;
+* ``shape_count[n, c]`` -- how many tasks of GPU-shape class ``c`` (:data:`SHAPE_CLASSES`)
+  node ``n`` hosts;
+* ``version[n]`` -- a stamp that changes whenever node ``n`` changes. Stamps come from one
+  :class:`VersionClock` shared by a state and all its copies, so a stamp never means two different
+  contents and plugins may cache per-node results keyed on it.
+
+Node order is meaningful: when scores tie, the scheduler may pick the first node in this order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from gpusched.errors import InvariantError
+from gpusched.model import MILLI_PER_GPU, GpuModel, JobId, Node, NodeName, Task, TaskId
+
+__all__ = [
+    "SHAPE_CLASSES",
+    "Allocation",
+    "AllocationMap",
+    "ClusterState",
+    "VersionClock",
+    "shape_class",
+]
+
+#: Coarse GPU-shape classes of tasks, counted per node in ``ClusterState.shape_count``.
+SHAPE_CLASSES = ("cpu-only", "sharing", "1-gpu", "2-gpu", "4-gpu", "8-gpu", "other")
+
+
+def shape_class(num_gpu: int, gpu_milli: int) -> int:
+    """Index into :data:`SHAPE_CLASSES` of a request of ``num_gpu`` x ``gpu_milli``."""
+    if num_gpu == 0:
+        return 0
+    if num_gpu == 1 and gpu_milli < MILLI_PER_GPU:
+        return 1
+    return {1: 2, 2: 3, 4: 4, 8: 5}.get(num_gpu, 6)
+
+
+I64 = NDArray[np.int64]
+I32 = NDArray[np.int32]
+
+
+class VersionClock:
+    """Monotonic stamp source shared by a state and its working copies."""
+
+    __slots__ = ("_next",)
+
+    def __init__(self) -> None:
+        self._next = 1
+
+    def tick(self) -> int:
+        value = self._next
+        self._next += 1
+        return value
+
+
+class AllocationMap:
+    """Task -> allocation, layered over a read-only base so a working copy costs O(1).
+
+    A cycle's working state records its own additions and removals here and leaves the
+    snapshot's map untouched; lookups fall through to the base.
+    """
+
+    __slots__ = ("_added", "_base", "_removed")
+
+    def __init__(self, base: AllocationMap | dict[TaskId, Allocation] | None = None) -> None:
+        self._base: AllocationMap | dict[TaskId, Allocation] = base if base is not None else {}
+        self._added: dict[TaskId, Allocation] = {}
+        self._removed: set[TaskId] = set()
+
+    def __contains__(self, task: object) -> bool:
+        return task in self._added or (task in self._base and task not in self._removed)
+
+    def get(self, task: TaskId) -> Allocation | None:
+        found = self._added.get(task)
+        if found is not None or task in self._removed:
+            return found
+        return self._base.get(task)
+
+    def __getitem__(self, task: TaskId) -> Allocation:
+        found = self.get(task)
+        if found is None:
+            raise KeyError(task)
+        return found
+
+    def __setitem__(self, task: TaskId, alloc: Allocation) -> None:
+        self._added[task] = alloc
+        self._removed.discard(task)
+
+    def pop(self, task: TaskId) -> Allocation | None:
+        found = self._added.pop(task, None)
+        if found is not None:
+            return found
+        if task in self._removed:
+            return None
+        found = self._base.get(task)
+        if found is not None:
+            self._removed.add(task)
+        return found
+
+    def values(self) -> Iterator[Allocation]:
+        for task, alloc in self._base.items():
+            if task not in self._removed and task not in self._added:
+                yield alloc
+        yield from self._added.values()
+
+    def items(self) -> Iterator[tuple[TaskId, Allocation]]:
+        for alloc in self.values():
+            yield alloc.task, alloc
+
+    def __iter__(self) -> Iterator[TaskId]:
+        for alloc in self.values():
+            yield alloc.task
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """Resources one task holds on one node."""
+
+    task: TaskId
+    job: JobId
+    node: int
+    gpus: tuple[int, ...]
+    gpu_milli: int
+    cpu_milli: int
+    memory_mib: int
+
+
+class ClusterState:
+    """Capacity, free resources and allocations of every node, as arrays.
+
+    Build one with :meth:`from_nodes`; change it only through :meth:`allocate` and
+    :meth:`release` (or a :class:`~gpusched.framework.statement.Statement`), which keep the
+    free arrays, allocations and version stamps consistent.
+    """
+
+    __slots__ = (
+        "_empty",
+        "allocations",
+        "clock",
+        "cpu_cap",
+        "cpu_free",
+        "gpu_cap",
+        "gpu_count",
+        "gpu_free",
+        "gpu_idle",
+        "gpu_memory_mib",
+        "index",
+        "mem_cap",
+        "mem_free",
+        "model_id",
+        "models",
+        "names",
+        "nodes",
+        "shape_count",
+        "version",
+    )
+
+    nodes: tuple[Node, ...]
+    names: tuple[NodeName, ...]
+    index: dict[NodeName, int]
+    models: tuple[GpuModel, ...]
+    cpu_cap: I64
+    mem_cap: I64
+    gpu_count: I64
+    model_id: I64
+    gpu_cap: I32
+    gpu_memory_mib: I64
+    cpu_free: I64
+    mem_free: I64
+    gpu_free: I32
+    gpu_idle: I64
+    shape_count: NDArray[np.int32]
+    version: I64
+    clock: VersionClock
+    allocations: AllocationMap
+    _empty: list[ClusterState]
+
+    @classmethod
+    def from_nodes(cls, nodes: Sequence[Node], *, models: Iterable[GpuModel] = ()) -> ClusterState:
+        """Lay ``nodes`` out as arrays, in the given order.
+
+        ``models`` may pre-declare GPU models that no node has yet (so task model constraints
+        naming them resolve); models seen on nodes are added in order of first appearance.
+        """
+        names = tuple(n.name for n in nodes)
+        index = {name: i for i, name in enumerate(names)}
+        if len(index) != len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            raise InvariantError(f"duplicate node name {dup!r}")
+        model_list: list[GpuModel] = list(dict.fromkeys(models))
+        for node in nodes:
+            if node.gpu_model is not None and node.gpu_model not in model_list:
+                model_list.append(node.gpu_model)
+        width = max((n.gpu_count for n in nodes), default=0)
+        n = len(nodes)
+        self = cls.__new__(cls)
+        self.nodes = tuple(nodes)
+        self.names = names
+        self.index = index
+        self.models = tuple(model_list)
+        self.cpu_cap = np.array([nd.cpu_milli for nd in nodes], dtype=np.int64)
+        self.mem_cap = np.array([nd.memory_mib for nd in nodes], dtype=np.int64)
+        self.gpu_count = np.array([nd.gpu_count for nd in nodes], dtype=np.int64)
+        self.model_id = np.array(
+            [model_list.index(nd.gpu_model) if nd.gpu_model is not None else -1 for nd in nodes],
+            dtype=np.int64,
+        )
+        self.gpu_memory_mib = np.array(
+            [nd.gpus[0].memory_mib if nd.gpus else 0 for nd in nodes], dtype=np.int64
+        )
+        slots = np.arange(width)[None, :]
+        self.gpu_cap = np.where(slots < self.gpu_count[:, None], MILLI_PER_GPU, 0).astype(np.int32)
+        self.cpu_free = self.cpu_cap.copy()
+        self.mem_free = self.mem_cap.copy()
+        self.gpu_free = self.gpu_cap.copy()
+        self.gpu_idle = self.gpu_cap.sum(axis=1, dtype=np.int64)
+        self.shape_count = np.zeros((n, len(SHAPE_CLASSES)), dtype=np.int32)
+        self.clock = VersionClock()
+        self.version = np.zeros(n, dtype=np.int64)
+        self.allocations = AllocationMap()
+        self._empty = []  # shared by all copies: the layout's empty state, built on demand
+        return self
+
+    # -- views -----------------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        """Number of nodes."""
+        return len(self.names)
+
+    @property
+    def gpu_slots(self) -> int:
+        """Width of the per-GPU arrays (the largest GPU count of any node)."""
+        return int(self.gpu_free.shape[1])
+
+    @property
+    def total_gpu_milli(self) -> int:
+        """Cluster GPU capacity in milli-GPU."""
+        return int(self.gpu_cap.sum())
+
+    @property
+    def used_gpu_milli(self) -> int:
+        """GPU share held by allocations, in milli-GPU."""
+        return int(self.total_gpu_milli - self.gpu_idle.sum())
+
+    def copy(self) -> ClusterState:
+        """A working copy: arrays and allocations copied, the version clock shared."""
+        other = ClusterState.__new__(ClusterState)
+        other.nodes = self.nodes
+        other.names = self.names
+        other.index = self.index
+        other.models = self.models
+        other.cpu_cap = self.cpu_cap
+        other.mem_cap = self.mem_cap
+        other.gpu_count = self.gpu_count
+        other.model_id = self.model_id
+        other.gpu_cap = self.gpu_cap
+        other.gpu_memory_mib = self.gpu_memory_mib
+        other.cpu_free = self.cpu_free.copy()
+        other.mem_free = self.mem_free.copy()
+        other.gpu_free = self.gpu_free.copy()
+        other.gpu_idle = self.gpu_idle.copy()
+        other.shape_count = self.shape_count.copy()
+        other.version = self.version.copy()
+        other.clock = self.clock
+        other.allocations = AllocationMap(self.allocations)
+        other._empty = self._empty
+        return other
+
+    def empty(self) -> ClusterState:
+        """The same nodes with nothing allocated (for "could this ever fit?" questions)."""
+        if not self._empty:
+            self._empty.append(ClusterState.from_nodes(self.nodes, models=self.models))
+        return self._empty[0]
+
+    def model_mask(self, models: frozenset[GpuModel]) -> NDArray[np.bool_]:
+        """Nodes whose GPU model is one of ``models`` (all GPU nodes when empty)."""
+        if not models:
+            return self.model_id >= 0
+        ids = [i for i, m in enumerate(self.models) if m in models]
+        return np.isin(self.model_id, ids)
+
+    # -- changes ---------------------------------------------------------------------------
+
+    def allocate(self, task: Task, node: int, gpus: tuple[int, ...]) -> Allocation:
+        """Charge ``task`` to ``node`` on the GPUs ``gpus``; raises if it does not fit.
+
+        Callers check fit through filters first; a failure here is a scheduler bug.
+        """
+        shape = task.shape
+        if task.id in self.allocations:
+            raise InvariantError(f"task {task.id} is already allocated")
+        if len(gpus) != shape.num_gpu:
+            raise InvariantError(f"task {task.id} needs {shape.num_gpu} GPUs, got {gpus}")
+        if self.cpu_free[node] < shape.cpu_milli or self.mem_free[node] < shape.memory_mib:
+            raise InvariantError(f"task {task.id} does not fit CPU/memory of {self.names[node]}")
+        row = self.gpu_free[node]
+        for g in gpus:
+            if row[g] < shape.gpu_milli:
+                raise InvariantError(
+                    f"task {task.id} needs {shape.gpu_milli} milli on GPU {g} of "
+                    f"{self.names[node]}, which has {row[g]}"
+                )
+        self.cpu_free[node] -= shape.cpu_milli
+        self.mem_free[node] -= shape.memory_mib
+        for g in gpus:
+            row[g] -= shape.gpu_milli
+        self.gpu_idle[node] -= shape.total_gpu_milli
+        self.shape_count[node, shape_class(shape.num_gpu, shape.gpu_milli)] += 1
+        self.version[node] = self.clock.tick()
+        alloc = Allocation(
+            task.id, task.job, node, gpus, shape.gpu_milli, shape.cpu_milli, shape.memory_mib
+        )
+        self.allocations[task.id] = alloc
+        return alloc
+
+    def release(self, task_id: TaskId) -> Allocation:
+        """Return the resources held by ``task_id`` to its node."""
+        alloc = self.allocations.pop(task_id)
+        if alloc is None:
+            raise InvariantError(f"task {task_id} holds no allocation")
+        node = alloc.node
+        self.cpu_free[node] += alloc.cpu_milli
+        self.mem_free[node] += alloc.memory_mib
+        row = self.gpu_free[node]
+        for g in alloc.gpus:
+            row[g] += alloc.gpu_milli
+        self.gpu_idle[node] += alloc.gpu_milli * len(alloc.gpus)
+        self.shape_count[node, shape_class(len(alloc.gpus), alloc.gpu_milli)] -= 1
+        self.version[node] = self.clock.tick()
+        return alloc

@@ -1,0 +1,44 @@
+"""All-or-nothing changes to a working state: the transaction a gang is placed in.
+
+Members of a gang are allocated one by one inside a :class:`Statement`; if any member fails the
+statement is rolled back and the state is exactly what it was (free arrays and allocations; the
+version stamps of touched nodes move forward, which only makes caches recompute). Nothing reads a
+half-placed gang out of a statement: binds are emitted only after :meth:`Statement.commit`.
+"""
+
+from __future__ import annotations
+
+from gpusched.framework.state import Allocation, ClusterState
+from gpusched.model import Task
+
+__all__ = ["Statement"]
+
+
+class Statement:
+    """Tentative allocations on ``state``: kept by :meth:`commit`, undone by :meth:`rollback`."""
+
+    __slots__ = ("_done", "_open", "state")
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self._done: list[Allocation] = []
+        self._open = True
+
+    @property
+    def allocations(self) -> tuple[Allocation, ...]:
+        return tuple(self._done)
+
+    def allocate(self, task: Task, node: int, gpus: tuple[int, ...]) -> Allocation:
+        alloc = self.state.allocate(task, node, gpus)
+        self._done.append(alloc)
+        return alloc
+
+    def commit(self) -> tuple[Allocation, ...]:
+        self._open = False
+        return tuple(self._done)
+
+    def rollback(self) -> None:
+        for alloc in reversed(self._done):
+            self.state.release(alloc.task)
+        self._done.clear()
+        self._open = False

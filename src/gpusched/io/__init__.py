@@ -1,0 +1,1 @@
+"""Reading and writing what users give gpusched: traces, clusters, workloads and profiles."""

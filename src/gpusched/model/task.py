@@ -1,0 +1,125 @@
+"""Tasks (pods) and jobs (groups of tasks scheduled all or nothing).
+
+A *task* is one pod: it lands on exactly one node. A *job* owns one or more tasks and says how
+many of them must be placed together (``min_available``, the gang size). A plain pod is a job
+of one task. Queues, priorities and runtimes are carried on the job so that the batch actions
+(gangs, quotas, backfill) can use them without changing this model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from gpusched.model.ids import GpuModel, JobId, QueueName, TaskId
+from gpusched.model.resources import MILLI_PER_GPU
+
+__all__ = ["DEFAULT_QUEUE", "Job", "JobKind", "Task", "TaskShape"]
+
+DEFAULT_QUEUE = QueueName("default")
+
+
+class JobKind(StrEnum):
+    """What a job is for; drives defaults (training gets whole GPUs) and reporting."""
+
+    TRAINING = "training"
+    INFERENCE = "inference"
+    NOTEBOOK = "notebook"
+    BATCH = "batch"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskShape:
+    """The resource request of a task, without identity: what placement depends on.
+
+    Attributes:
+        cpu_milli: CPU request in millicores.
+        memory_mib: memory request in MiB.
+        num_gpu: number of GPUs (0 for a CPU-only task).
+        gpu_milli: share of *each* GPU in thousandths; below 1000 only when ``num_gpu == 1``.
+        gpu_models: GPU models the task accepts; empty means any model.
+    """
+
+    cpu_milli: int
+    memory_mib: int
+    num_gpu: int = 0
+    gpu_milli: int = 0
+    gpu_models: frozenset[GpuModel] = frozenset()
+
+    @property
+    def is_sharing(self) -> bool:
+        """True for a fractional request (one GPU, less than all of it)."""
+        return self.num_gpu == 1 and 0 < self.gpu_milli < MILLI_PER_GPU
+
+    @property
+    def total_gpu_milli(self) -> int:
+        """GPU request in milli-GPU summed over the task's GPUs."""
+        return self.num_gpu * self.gpu_milli
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One pod of a job."""
+
+    id: TaskId
+    job: JobId
+    shape: TaskShape
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A unit of admission: its tasks start together or not at all.
+
+    Attributes:
+        id: unique job id.
+        tasks: the job's pods.
+        min_available: how many tasks must be placed at once (defaults to all of them).
+        queue: the queue the job is charged to.
+        priority: larger runs first and may preempt smaller (used by the batch actions).
+        submit_time: seconds from the start of the workload.
+        duration: seconds the job runs once started; ``None`` runs until the end.
+        kind: what the job is for.
+    """
+
+    id: JobId
+    tasks: tuple[Task, ...]
+    min_available: int = 0
+    queue: QueueName = DEFAULT_QUEUE
+    priority: int = 0
+    submit_time: float = 0.0
+    duration: float | None = None
+    kind: JobKind = JobKind.BATCH
+    labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.min_available <= 0:
+            object.__setattr__(self, "min_available", len(self.tasks))
+
+    @property
+    def gpu_milli(self) -> int:
+        """Total GPU request of the job in milli-GPU."""
+        return sum(t.shape.total_gpu_milli for t in self.tasks)
+
+    @classmethod
+    def single(
+        cls,
+        task_id: str,
+        shape: TaskShape,
+        *,
+        submit_time: float = 0.0,
+        duration: float | None = None,
+        kind: JobKind = JobKind.BATCH,
+        queue: str = "default",
+        priority: int = 0,
+    ) -> Job:
+        """A job of one task whose id is also the task id (a plain pod)."""
+        jid = JobId(task_id)
+        return cls(
+            id=jid,
+            tasks=(Task(TaskId(task_id), jid, shape),),
+            queue=QueueName(queue),
+            priority=priority,
+            submit_time=submit_time,
+            duration=duration,
+            kind=kind,
+        )

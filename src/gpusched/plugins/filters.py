@@ -1,0 +1,103 @@
+"""Feasibility filters: which nodes can host a task right now.
+
+``node-resources-fit``: node ``n`` is feasible for a task asking ``cpu``, ``mem`` and ``k`` GPUs
+of ``m`` milli each when::
+
+    cpu_free[n] >= cpu  and  mem_free[n] >= mem  and  #{g : gpu_free[n, g] >= m} >= k
+
+``gpu-model``: a task restricted to GPU models ``S`` (non-empty) may use node ``n`` only when
+``model(n) in S``; tasks without GPUs or without a restriction pass every node.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gpusched.framework import BoolArray, ClusterState, CycleContext
+from gpusched.model import Task
+
+__all__ = ["GpuModelFilter", "NodeResourcesFit", "gpu_fit_mask"]
+
+
+def _cores(milli: int | np.integer[Any]) -> str:
+    return f"{int(milli) / 1000:g} CPU"
+
+
+def _gib(mib: int | np.integer[Any]) -> str:
+    return f"{int(mib) / 1024:.1f} GiB"
+
+
+def gpu_fit_mask(state: ClusterState, num_gpu: int, gpu_milli: int) -> BoolArray:
+    """Nodes with at least ``num_gpu`` GPUs each having ``gpu_milli`` or more free."""
+    if num_gpu == 0:
+        return np.ones(state.size, dtype=bool)
+    if num_gpu == 1:
+        return np.asarray((state.gpu_free >= gpu_milli).any(axis=1))
+    return np.asarray((state.gpu_free >= gpu_milli).sum(axis=1) >= num_gpu)
+
+
+class NodeResourcesFit:
+    """CPU, memory and per-GPU share must all fit (see module docstring)."""
+
+    name = "node-resources-fit"
+
+    def filter(self, ctx: CycleContext, task: Task, state: ClusterState) -> BoolArray:
+        s = task.shape
+        mask = (state.cpu_free >= s.cpu_milli) & (state.mem_free >= s.memory_mib)
+        if s.num_gpu:
+            mask &= gpu_fit_mask(state, s.num_gpu, s.gpu_milli)
+        return mask
+
+    def explain(self, ctx: CycleContext, task: Task, state: ClusterState) -> str | None:
+        s = task.shape
+        n = state.size
+        parts: list[str] = []
+        cpu_short = int((state.cpu_free < s.cpu_milli).sum())
+        if cpu_short:
+            parts.append(
+                f"{cpu_short}/{n} nodes have less than {_cores(s.cpu_milli)} free "
+                f"(most free: {_cores(state.cpu_free.max(initial=0))})"
+            )
+        mem_short = int((state.mem_free < s.memory_mib).sum())
+        if mem_short:
+            parts.append(
+                f"{mem_short}/{n} nodes have less than {_gib(s.memory_mib)} memory free "
+                f"(most free: {_gib(state.mem_free.max(initial=0))})"
+            )
+        if s.num_gpu:
+            fits = gpu_fit_mask(state, s.num_gpu, s.gpu_milli)
+            short = int((~fits).sum())
+            if short:
+                best = int((state.gpu_free >= s.gpu_milli).sum(axis=1).max(initial=0))
+                parts.append(
+                    f"{short}/{n} nodes have fewer than {s.num_gpu} GPU(s) with "
+                    f"{s.gpu_milli}/1000 free (best node: {best})"
+                )
+            both = int(
+                (fits & ~((state.cpu_free >= s.cpu_milli) & (state.mem_free >= s.memory_mib))).sum()
+            )
+            if both and (cpu_short or mem_short):
+                parts.append(f"{both} nodes with enough GPU lack CPU or memory")
+        return "; ".join(parts) or None
+
+
+class GpuModelFilter:
+    """Only nodes whose GPU model the task accepts (see module docstring)."""
+
+    name = "gpu-model"
+
+    def filter(self, ctx: CycleContext, task: Task, state: ClusterState) -> BoolArray:
+        s = task.shape
+        if not s.num_gpu or not s.gpu_models:
+            return np.ones(state.size, dtype=bool)
+        return state.model_mask(s.gpu_models)
+
+    def explain(self, ctx: CycleContext, task: Task, state: ClusterState) -> str | None:
+        s = task.shape
+        if not s.num_gpu or not s.gpu_models:
+            return None
+        ok = int(state.model_mask(s.gpu_models).sum())
+        wanted = "|".join(sorted(s.gpu_models))
+        return f"only {ok}/{state.size} nodes have GPU model {wanted}"

@@ -1,0 +1,28 @@
+"""``schedule(snapshot, profile) -> Plan``: the one entry point of the scheduling core.
+
+Pure: reads the snapshot, never changes it, reads no clock, touches no network. The cycle::
+
+    Snapshot --copy--> Session(working state)
+        for action in profile.actions:      allocate (later: backfill, reclaim, preempt, ...)
+            action.execute(session)          -> binds and statuses on session.plan
+    return session.plan
+
+Randomness comes only from ``snapshot.seed``.
+"""
+
+from __future__ import annotations
+
+import random
+
+from gpusched.framework import CycleContext, Plan, Profile, Session, Snapshot
+
+__all__ = ["schedule"]
+
+
+def schedule(snapshot: Snapshot, profile: Profile) -> Plan:
+    """Run one scheduling cycle and return what to do; the snapshot is left untouched."""
+    ctx = CycleContext(now=snapshot.now, rng=random.Random(snapshot.seed))
+    session = Session(snapshot, profile, ctx)
+    for action in profile.actions:
+        action.execute(session)
+    return session.plan

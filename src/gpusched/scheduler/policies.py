@@ -1,0 +1,72 @@
+"""Built-in placement policies as profile specs, by the names users pass to ``--policy``.
+
+=============  ==================================================================
+name           what it is
+=============  ==================================================================
+kube-default   stock kube-scheduler: integer GPUs, least-allocated spreading
+random         uniformly random feasible node and GPU
+dotprod        Tetris-style dot product of demand and free resources
+clustering     same GPU shape together (GpuClustering)
+packing        fill shared GPUs, then used nodes (GpuPacking)
+bestfit        least weighted leftover (BestFit)
+fgd            fragmentation gradient descent (the FGD paper)
+=============  ==================================================================
+"""
+
+from __future__ import annotations
+
+from gpusched.errors import ConfigError
+from gpusched.framework import PluginSpec, ProfileSpec, TieBreak
+
+__all__ = ["BEST_POLICY", "POLICIES", "policy_spec"]
+
+_BEST_FIT_GPU = PluginSpec(name="best-fit-gpu")
+
+
+def _spec(
+    name: str, description: str, score: str, picker: PluginSpec = _BEST_FIT_GPU
+) -> ProfileSpec:
+    return ProfileSpec(
+        name=name,
+        description=description,
+        scores=[PluginSpec(name=score)],
+        gpu_picker=picker,
+    )
+
+
+POLICIES: dict[str, ProfileSpec] = {
+    "kube-default": ProfileSpec(
+        name="kube-default",
+        description="stock kube-scheduler: GPUs as integer counts, least-allocated spreading",
+        scores=[PluginSpec(name="least-allocated"), PluginSpec(name="balanced-allocation")],
+        gpu_picker=PluginSpec(name="first-fit-gpu"),
+        tie_break=TieBreak.RANDOM,
+        gpu_as_integer=True,
+    ),
+    "random": _spec(
+        "random", "uniformly random feasible node and GPU", "random", PluginSpec(name="random-gpu")
+    ),
+    "dotprod": _spec("dotprod", "smallest dot product of demand and free resources", "dot-product"),
+    "clustering": _spec(
+        "clustering", "keep tasks of the same GPU shape together", "gpu-clustering"
+    ),
+    "packing": _spec(
+        "packing", "fill shared GPUs, then used nodes, then small idle nodes", "gpu-packing"
+    ),
+    "bestfit": _spec("bestfit", "least weighted CPU+GPU leftover", "best-fit"),
+    "fgd": _spec("fgd", "fragmentation gradient descent", "fgd", PluginSpec(name="fgd")),
+}
+
+#: The policy ``gpusched simulate`` compares against kube-default by default.
+BEST_POLICY = "fgd"
+
+
+def policy_spec(name: str) -> ProfileSpec:
+    """The built-in profile called ``name``; :class:`ConfigError` listing the names otherwise."""
+    spec = POLICIES.get(name)
+    if spec is None:
+        raise ConfigError(
+            f"unknown policy {name!r}; choose one of: {', '.join(POLICIES)} "
+            "(or pass --profile FILE)"
+        )
+    return spec.model_copy(deep=True)

@@ -1,0 +1,14 @@
+"""The discrete-event simulator and the openb experiment protocol."""
+
+from gpusched.sim.engine import JobRecord, SimOptions, Simulation
+from gpusched.sim.openb import OPENB_POINTS, OpenbRun, openb_order, run_openb
+
+__all__ = [
+    "OPENB_POINTS",
+    "JobRecord",
+    "OpenbRun",
+    "SimOptions",
+    "Simulation",
+    "openb_order",
+    "run_openb",
+]
