@@ -50,7 +50,7 @@ class Snapshot:
 class Session:
     """Working state and plan of one cycle."""
 
-    __slots__ = ("ctx", "plan", "profile", "snapshot", "state")
+    __slots__ = ("_failed", "ctx", "plan", "profile", "snapshot", "state")
 
     def __init__(self, snapshot: Snapshot, profile: Profile, ctx: CycleContext) -> None:
         self.snapshot = snapshot
@@ -58,6 +58,9 @@ class Session:
         self.ctx = ctx
         self.state = snapshot.state.copy()
         self.plan = Plan()
+        # Within a cycle free resources only shrink, so a request that failed once fails again:
+        # remember the failure per (task shapes, gang size) and skip the retry.
+        self._failed: dict[tuple[object, ...], Status] = {}
 
     # -- placing ---------------------------------------------------------------------------
 
@@ -99,7 +102,16 @@ class Session:
         return Status.success()
 
     def place_job(self, job: Job) -> Status:
-        """Place ``job.min_available`` tasks of ``job`` all or nothing; binds go to the plan."""
+        """Place ``job.min_available`` tasks of ``job`` all or nothing; binds go to the plan.
+
+        Filters see only a task's shape, so two jobs with the same shapes and gang size succeed
+        or fail alike; a failed request is remembered for the rest of the cycle.
+        """
+        key = (job.min_available, *(t.shape for t in job.tasks[: job.min_available]))
+        known = self._failed.get(key)
+        if known is not None:
+            self.plan.pending[job.id] = known
+            return known
         stmt = Statement(self.state)
         for task in job.tasks[: job.min_available]:
             status = self.place_task(task, stmt)
@@ -116,6 +128,7 @@ class Session:
                         ),
                     )
                 self.plan.pending[job.id] = status
+                self._failed[key] = status
                 return status
         names = self.state.names
         for alloc in stmt.commit():
@@ -129,14 +142,24 @@ class Session:
     def diagnose(self, task: Task) -> Status:
         """Why no node can host ``task``: each filter's reasons, and whether it could ever fit."""
         reasons = [r for f in self.profile.filters if (r := f.explain(self.ctx, task, self.state))]
-        empty = self.state.empty()
-        ever = np.ones(empty.size, dtype=bool)
-        for f in self.profile.filters:
-            ever &= f.filter(self.ctx, task, empty)
-        if not ever.any():
+        if not self._could_ever_fit(task):
+            empty = self.state.empty()
             never = [r for f in self.profile.filters if (r := f.explain(self.ctx, task, empty))]
             return Status(Code.UNRESOLVABLE, ("cannot fit on any node even when empty", *never))
         return Status(Code.UNSCHEDULABLE, tuple(reasons) or ("no feasible node",))
+
+    def _could_ever_fit(self, task: Task) -> bool:
+        """Whether some node passes every filter when the cluster is empty (cached per shape)."""
+        cache = self.state.layout_cache
+        key = ("ever-fits", repr(self.profile.spec.filters), task.shape)
+        ever = cache.get(key)
+        if ever is None:
+            empty = self.state.empty()
+            mask = np.ones(empty.size, dtype=bool)
+            for f in self.profile.filters:
+                mask &= f.filter(self.ctx, task, empty)
+            ever = cache[key] = bool(mask.any())
+        return bool(ever)
 
     def pending_jobs(self) -> Sequence[Job]:
         """Pending jobs in the profile's queue order."""

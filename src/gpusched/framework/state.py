@@ -23,7 +23,7 @@ Node order is meaningful: when scores tie, the scheduler may pick the first node
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -55,6 +55,16 @@ def shape_class(num_gpu: int, gpu_milli: int) -> int:
 
 I64 = NDArray[np.int64]
 I32 = NDArray[np.int32]
+
+
+class _Layout:
+    """What a state and all its copies share: derived data of the node list (built lazily)."""
+
+    __slots__ = ("cache", "empty")
+
+    def __init__(self) -> None:
+        self.empty: ClusterState | None = None
+        self.cache: dict[object, object] = {}
 
 
 class VersionClock:
@@ -155,7 +165,7 @@ class ClusterState:
     """
 
     __slots__ = (
-        "_empty",
+        "_layout",
         "allocations",
         "clock",
         "cpu_cap",
@@ -194,7 +204,7 @@ class ClusterState:
     version: I64
     clock: VersionClock
     allocations: AllocationMap
-    _empty: list[ClusterState]
+    _layout: _Layout
 
     @classmethod
     def from_nodes(cls, nodes: Sequence[Node], *, models: Iterable[GpuModel] = ()) -> ClusterState:
@@ -239,7 +249,7 @@ class ClusterState:
         self.clock = VersionClock()
         self.version = np.zeros(n, dtype=np.int64)
         self.allocations = AllocationMap()
-        self._empty = []  # shared by all copies: the layout's empty state, built on demand
+        self._layout = _Layout()
         return self
 
     # -- views -----------------------------------------------------------------------------
@@ -285,30 +295,48 @@ class ClusterState:
         other.version = self.version.copy()
         other.clock = self.clock
         other.allocations = AllocationMap(self.allocations)
-        other._empty = self._empty
+        other._layout = self._layout
         return other
 
     def empty(self) -> ClusterState:
         """The same nodes with nothing allocated (for "could this ever fit?" questions)."""
-        if not self._empty:
-            self._empty.append(ClusterState.from_nodes(self.nodes, models=self.models))
-        return self._empty[0]
+        layout = self._layout
+        if layout.empty is None:
+            layout.empty = ClusterState.from_nodes(self.nodes, models=self.models)
+            layout.empty._layout = layout
+        return layout.empty
+
+    @property
+    def layout_cache(self) -> dict[object, object]:
+        """A cache shared by this state, its copies and its empty state, for values that depend
+        only on the node list (never on free resources)."""
+        return self._layout.cache
 
     def model_mask(self, models: frozenset[GpuModel]) -> NDArray[np.bool_]:
         """Nodes whose GPU model is one of ``models`` (all GPU nodes when empty)."""
-        if not models:
-            return self.model_id >= 0
-        ids = [i for i, m in enumerate(self.models) if m in models]
-        return np.isin(self.model_id, ids)
+        key = ("model-mask", models)
+        mask = self._layout.cache.get(key)
+        if mask is None:
+            ids = [i for i, m in enumerate(self.models) if not models or m in models]
+            mask = np.isin(self.model_id, ids)
+            mask.setflags(write=False)
+            self._layout.cache[key] = mask
+        return mask  # type: ignore[return-value]
 
     # -- changes ---------------------------------------------------------------------------
 
-    def allocate(self, task: Task, node: int, gpus: tuple[int, ...]) -> Allocation:
+    def allocate(
+        self, task: Task, node: int, gpus: tuple[int, ...], gpu_milli: int | None = None
+    ) -> Allocation:
         """Charge ``task`` to ``node`` on the GPUs ``gpus``; raises if it does not fit.
 
-        Callers check fit through filters first; a failure here is a scheduler bug.
+        ``gpu_milli`` overrides the share held on each GPU (a profile that treats GPUs as
+        integers holds 1000 for a fractional request). Callers check fit through filters
+        first; a failure here is a scheduler bug.
         """
         shape = task.shape
+        if gpu_milli is not None and gpu_milli != shape.gpu_milli:
+            shape = replace(shape, gpu_milli=gpu_milli)
         if task.id in self.allocations:
             raise InvariantError(f"task {task.id} is already allocated")
         if len(gpus) != shape.num_gpu:

@@ -17,7 +17,15 @@ from gpusched.errors import TraceError
 from gpusched.io.csvtable import read_table
 from gpusched.model import MILLI_PER_GPU, GpuModel, Job, JobKind, Node, TaskShape
 
-__all__ = ["OpenbPod", "read_openb_nodes", "read_openb_pods", "workload_path"]
+__all__ = [
+    "PAPER_POLICY",
+    "OpenbPod",
+    "PaperResult",
+    "read_openb_nodes",
+    "read_openb_pods",
+    "read_paper_results",
+    "workload_path",
+]
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
@@ -136,3 +144,50 @@ def workload_path(trace_dir: str | Path, workload: str) -> Path:
         hint = f"available: {', '.join(have)}" if have else "the directory has no pod lists"
         raise TraceError(str(p), None, None, f"no such workload {workload!r}; {hint}")
     return p
+
+
+#: gpusched policy name -> the FGD authors' policy label in their expected results.
+PAPER_POLICY = {
+    "random": "01-Random",
+    "dotprod": "02-DotProd",
+    "clustering": "03-GpuClustering",
+    "packing": "04-GpuPacking",
+    "bestfit": "05-BestFit",
+    "fgd": "06-FGD",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PaperResult:
+    """The FGD authors' published mean and std at 100% arrived load for one workload/policy."""
+
+    alloc_mean: float
+    alloc_std: float
+    frag_mean: float
+
+
+def read_paper_results(trace_dir: str | Path, workload: str) -> dict[str, PaperResult]:
+    """Expected results for ``workload`` by gpusched policy name; empty if the trace has none."""
+    p = Path(trace_dir) / "fgd-expected-results" / "summary_by_workload_policy.csv"
+    if not p.is_file():
+        return {}
+    by_label = {v: k for k, v in PAPER_POLICY.items()}
+    out: dict[str, PaperResult] = {}
+    cols = (
+        "workload",
+        "sc_policy",
+        "alloc_pct_at_arrive100_mean",
+        "alloc_pct_at_arrive100_std",
+        "frag_pct_of_capacity_at_arrive100_mean",
+    )
+    for row in read_table(p, cols):
+        if row.text("workload") != f"openb_pod_list_{workload}":
+            continue
+        name = by_label.get(row.text("sc_policy"))
+        if name is not None:
+            out[name] = PaperResult(
+                row.number("alloc_pct_at_arrive100_mean"),
+                row.number("alloc_pct_at_arrive100_std"),
+                row.number("frag_pct_of_capacity_at_arrive100_mean"),
+            )
+    return out

@@ -1,16 +1,18 @@
 """GpuPacking: fill partly used GPUs, then partly used nodes, then the smallest idle node.
 
-For a task asking ``m`` milli of each of ``k`` GPUs, on node ``n`` with ``N_n`` GPUs::
+Let the task ask ``m`` milli on each of ``k`` GPUs, and take the ``k`` GPUs of node ``n`` with
+the smallest sufficient free share (best fit). With ``F_n`` the node's fully free GPUs, ``N_n``
+its GPU count, ``u`` how many of the chosen GPUs are fully free::
 
-    band(n) = 3  if sharing task and some GPU g has 0 < used(g) and free(g) >= m
-              2  if some GPU of n is in use (and n is feasible)
-              1  if n is idle
-    sub(n)  = 1 - min{free(g) : g partly used, free(g) >= m} / 1000     in band 3
-              0                                                          in band 2
-              1 - N_n / N_max                                            in band 1
-    score(n) = 30 * band(n) + 29 * sub(n)
+    case 1, all chosen GPUs already shared (u = 0):
+        score = max(100 - floor(SUM_chosen floor(100 * free(g) / 1000) / 10), 50)
+    case 2, some chosen GPU is fully free on a node already in use (F_n < N_n):
+        score = max(50 - u, 33)
+    case 3, the node is idle (F_n = N_n):
+        score = max(33 - F_n, F_n)
 
-Pair it with ``best-fit-gpu``, which takes the least-free sufficient GPU.
+Higher is better, integers, ties to the first node in cluster order. A task without GPUs scores
+0 everywhere (first fit). Pair it with ``best-fit-gpu``, which takes the same GPUs.
 """
 
 from __future__ import annotations
@@ -32,16 +34,22 @@ class GpuPackingScore:
         self, ctx: CycleContext, task: Task, state: ClusterState, feasible: BoolArray
     ) -> FloatArray:
         s = task.shape
-        free = state.gpu_free
-        partly = (free > 0) & (free < state.gpu_cap)
-        in_use = ((free < state.gpu_cap) & (state.gpu_cap > 0)).any(axis=1)
-        n_max = max(int(state.gpu_count.max(initial=0)), 1)
-        band = np.where(in_use, 2.0, 1.0)
-        sub = np.where(in_use, 0.0, 1.0 - state.gpu_count / n_max)
-        if s.is_sharing:
-            usable = partly & (free >= s.gpu_milli)
-            has = usable.any(axis=1)
-            tightest = np.where(usable, free, MILLI_PER_GPU).min(axis=1)
-            band = np.where(has, 3.0, band)
-            sub = np.where(has, 1.0 - tightest / MILLI_PER_GPU, sub)
-        return np.asarray(30.0 * band + 29.0 * sub, dtype=np.float64)
+        out = np.zeros(state.size)
+        idx = np.flatnonzero(feasible)
+        if s.num_gpu == 0 or len(idx) == 0:
+            return out
+        free = state.gpu_free[idx]
+        real = state.gpu_cap[idx] > 0
+        fully = ((free >= MILLI_PER_GPU) & real).sum(axis=1)
+        count = state.gpu_count[idx]
+        # The k smallest sufficient GPUs: sort ascending, take the first k sufficient ones.
+        ordered = np.sort(free, axis=1)
+        sufficient = ordered >= s.gpu_milli
+        chosen = sufficient & (np.cumsum(sufficient, axis=1) <= s.num_gpu)
+        used_full = (chosen & (ordered >= MILLI_PER_GPU)).sum(axis=1)
+        ratio_sum = np.where(chosen, ordered * 100 // MILLI_PER_GPU, 0).sum(axis=1)
+        case1 = np.maximum(100 - ratio_sum // 10, 50)
+        case2 = np.maximum(50 - used_full, 33)
+        case3 = np.maximum(33 - fully, fully)
+        out[idx] = np.where(fully == count, case3, np.where(used_full > 0, case2, case1))
+        return out

@@ -153,7 +153,7 @@ class Simulation:
         index = self.state.index
         started: dict[JobId, None] = {}
         for bind in plan.binds:
-            self.state.allocate(self._tasks[bind.task], index[bind.node], bind.gpus)
+            self.state.allocate(self._tasks[bind.task], index[bind.node], bind.gpus, bind.gpu_milli)
             started[bind.job] = None
             if self.options.record_events:
                 self.events.append((self.now, "bind", bind.task, f"{bind.node}{list(bind.gpus)}"))

@@ -1,0 +1,290 @@
+"""The ``gpusched`` command line.
+
+Commands::
+
+    gpusched simulate              replay a workload through the scheduler (default: built-in)
+    gpusched bench openb           the FGD paper's experiment on the Alibaba openb trace
+    gpusched workload generate     write a seeded synthetic workload file
+    gpusched policies              list the built-in placement policies
+    gpusched profile show NAME     print a built-in policy as a profile YAML to start from
+
+Bad input (files, flags, profiles) exits with code 2 and one message naming what was wrong,
+where, and what is expected; no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpusched.cli.inputs import load_jobs, load_nodes, parse_seeds, resolve_profiles
+from gpusched.cli.progress import progress_bar
+from gpusched.errors import ConfigError, GpuschedError, InputError
+from gpusched.io.native import dump_workload
+from gpusched.io.openb import read_openb_nodes, read_openb_pods, read_paper_results, workload_path
+from gpusched.io.profiles import dump_profile
+from gpusched.report.html import bench_report, simulate_report
+from gpusched.scheduler import POLICIES, policy_spec
+from gpusched.sim.bench import run_bench
+from gpusched.sim.runs import SimRun, simulate
+from gpusched.workloads import WorkloadParams, default_cluster, generate_workload
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="gpusched",
+    help="GPU-aware batch scheduler and trace-driven simulator.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+bench_app = typer.Typer(help="Benchmarks on research traces.", no_args_is_help=True)
+workload_app = typer.Typer(help="Workload files.", no_args_is_help=True)
+profile_app = typer.Typer(help="Scheduling profiles.", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+app.add_typer(workload_app, name="workload")
+app.add_typer(profile_app, name="profile")
+
+out = Console()
+
+_PAPER_POLICIES = "random,dotprod,clustering,packing,bestfit,fgd"
+
+
+# -- simulate --------------------------------------------------------------------------------
+
+_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("jobs", "jobs", "{:,}"),
+    ("jobs_started", "jobs started", "{:,}"),
+    ("jobs_completed", "jobs completed", "{:,}"),
+    ("gpu_allocation_pct", "GPU allocation % (requested)", "{:.1f}"),
+    ("gpu_held_pct", "GPU held %", "{:.1f}"),
+    ("fragmentation_pct", "fragmentation % of capacity", "{:.2f}"),
+    ("avg_wait_s", "average wait", "dur"),
+    ("p95_wait_s", "p95 wait", "dur"),
+    ("avg_jct_s", "average job completion time", "dur"),
+    ("seconds", "simulation wall time", "{:.2f} s"),
+)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _fmt(value: Any, fmt: str) -> str:
+    return _duration(float(value)) if fmt == "dur" else fmt.format(value)
+
+
+def _print_runs(runs: list[SimRun], title: str) -> None:
+    table = Table(title=title, title_justify="left")
+    table.add_column("metric")
+    for r in runs:
+        table.add_column(r.policy, justify="right")
+    for key, label, fmt in _ROWS:
+        table.add_row(label, *[_fmt(r.summary.get(key, 0), fmt) for r in runs])
+    unplaced = [sum(r.summary["jobs_unplaced"].values()) for r in runs]
+    if any(unplaced):
+        table.add_row("jobs never placed", *[f"{u:,}" for u in unplaced])
+    out.print(table)
+    if len(runs) >= 2:
+        base, best = runs[0].summary, runs[-1].summary
+        d_alloc = best["gpu_allocation_pct"] - base["gpu_allocation_pct"]
+        out.print(
+            f"{runs[-1].policy} vs {runs[0].policy}: GPU allocation {d_alloc:+.1f} points, "
+            f"average wait {_duration(base['avg_wait_s'])} -> {_duration(best['avg_wait_s'])}, "
+            f"p95 wait {_duration(base['p95_wait_s'])} -> {_duration(best['p95_wait_s'])}."
+        )
+    for r in runs:
+        for code, reason in r.summary["unplaced_top_reason"].items():
+            out.print(f"[dim]{r.policy}: {code}: e.g. {reason}[/dim]")
+
+
+@app.command("simulate")
+def simulate_cmd(
+    cluster: Annotated[
+        str | None, typer.Option(help="Cluster file: native YAML or openb node CSV.")
+    ] = None,
+    workload: Annotated[
+        str | None, typer.Option(help="Workload file: native YAML/CSV or openb pod CSV.")
+    ] = None,
+    policy: Annotated[
+        str | None,
+        typer.Option(help="Policies to compare, comma-separated [default: kube-default,fgd]."),
+    ] = None,
+    profile: Annotated[str | None, typer.Option(help="A profile YAML file instead.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the run (and of the generated workload).")] = 7,
+    jobs: Annotated[
+        int, typer.Option(min=1, help="Jobs to generate when no --workload is given.")
+    ] = 1500,
+    report: Annotated[Path | None, typer.Option(help="Write an HTML report here.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Replay a workload through the scheduler and compare policies side by side.
+
+    With no arguments: the built-in cluster (256 GPUs) and a generated mixed workload, under
+    kube-default and gpusched's best policy.
+    """
+    specs = resolve_profiles(policy, profile)
+    nodes = load_nodes(cluster) if cluster else default_cluster()
+    if workload:
+        job_list = load_jobs(workload, nodes)
+    else:
+        job_list = generate_workload(nodes, WorkloadParams(jobs=jobs), seed)
+    title = (
+        f"{workload or f'built-in workload ({len(job_list):,} jobs, seed {seed})'} on "
+        f"{cluster or 'built-in cluster'} ({len(nodes)} nodes, "
+        f"{sum(n.gpu_count for n in nodes)} GPUs)"
+    )
+    runs = []
+    for spec in specs:
+        with progress_bar(f"simulating {spec.name}", len(job_list), enabled=not as_json) as tick:
+            runs.append(simulate(nodes, job_list, spec, seed, progress=lambda d, t: tick(d)))
+    if report:
+        simulate_report(report, title, runs)
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "cluster": cluster or "built-in",
+                    "workload": workload or "built-in",
+                    "seed": seed,
+                    "results": [{"policy": r.policy, **r.summary} for r in runs],
+                }
+            )
+        )
+        return
+    _print_runs(runs, title)
+    if report:
+        out.print(f"report: {report}")
+
+
+# -- bench -----------------------------------------------------------------------------------
+
+
+@bench_app.command("openb")
+def bench_openb(
+    trace_dir: Annotated[
+        Path, typer.Option(help="Directory with the openb CSVs (e.g. ../shared/traces/openb).")
+    ],
+    workload: Annotated[str, typer.Option(help="Pod list: openb_pod_list_<NAME>.csv.")] = "default",
+    policies: Annotated[str, typer.Option(help="Comma-separated policies.")] = _PAPER_POLICIES,
+    seeds: Annotated[str, typer.Option(help="Seeds: a range 42-51 or a list.")] = "42-51",
+    workers: Annotated[
+        int | None, typer.Option(min=1, help="Worker processes [default: CPU count].")
+    ] = None,
+    report: Annotated[Path | None, typer.Option(help="Write an HTML report here.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """The FGD paper's experiment: GPU allocation at 100% arrived load, mean over seeds."""
+    seed_list = parse_seeds(seeds)
+    specs = [policy_spec(p.strip()) for p in policies.split(",") if p.strip()]
+    if not specs:
+        raise ConfigError("--policies: expected one or more policy names")
+    nodes = read_openb_nodes(trace_dir / "openb_node_list_gpu_node.csv")
+    models = {n.gpu_model for n in nodes if n.gpu_model}
+    pods = read_openb_pods(workload_path(trace_dir, workload), known_models=models)
+    jobs = [p.to_job() for p in pods]
+    paper = read_paper_results(trace_dir, workload)
+    total = len(specs) * len(seed_list)
+    with progress_bar(f"openb {workload}", total, enabled=not as_json) as tick:
+        done = [0]
+
+        def step(_: object) -> None:
+            done[0] += 1
+            tick(done[0])
+
+        summaries = run_bench(nodes, jobs, specs, seed_list, workers=workers, progress=step)
+    if report:
+        bench_report(report, workload, summaries, paper, seed_list)
+    if as_json:
+        results = []
+        for s in summaries:
+            row = s.as_json()
+            ref = paper.get(s.policy)
+            if ref:
+                row["paper_alloc_pct_at_100_mean"] = ref.alloc_mean
+                row["paper_alloc_pct_at_100_std"] = ref.alloc_std
+            results.append(row)
+        print(json.dumps({"workload": workload, "seeds": seed_list, "results": results}))
+        return
+    table = Table(
+        title=f"openb {workload}: GPU allocation % at 100% arrived load "
+        f"(seeds {seeds}, {len(nodes)} nodes, {len(jobs):,} pods)",
+        title_justify="left",
+    )
+    for col in ("policy", "allocation %", "paper %", "Δ", "frag %", "paper frag %", "s/run"):
+        table.add_column(col, justify="left" if col == "policy" else "right")
+    for s in summaries:
+        ref = paper.get(s.policy)
+        table.add_row(
+            s.policy,
+            f"{s.alloc_mean:.2f} ± {s.alloc_std:.2f}",
+            f"{ref.alloc_mean:.2f} ± {ref.alloc_std:.2f}" if ref else "—",
+            f"{s.alloc_mean - ref.alloc_mean:+.2f}" if ref else "—",
+            f"{s.frag_mean:.2f}",
+            f"{ref.frag_mean:.2f}" if ref else "—",
+            f"{s.seconds_per_run:.2f}",
+        )
+    out.print(table)
+    if report:
+        out.print(f"report: {report}")
+
+
+# -- workload, policies, profiles ------------------------------------------------------------
+
+
+@workload_app.command("generate")
+def workload_generate(
+    output: Annotated[Path, typer.Option("--output", "-o", help="File to write (YAML).")],
+    jobs: Annotated[int, typer.Option(min=1, help="Number of jobs.")] = 1500,
+    seed: Annotated[int, typer.Option(help="Generator seed.")] = 7,
+    load: Annotated[
+        float, typer.Option(min=0.01, max=10.0, help="Offered GPU load (1.0 = capacity).")
+    ] = 0.9,
+    cluster: Annotated[
+        str | None, typer.Option(help="Cluster the load is scaled to [default: built-in].")
+    ] = None,
+) -> None:
+    """Write a seeded synthetic mixed workload (training, inference, notebooks)."""
+    nodes = load_nodes(cluster) if cluster else default_cluster()
+    job_list = generate_workload(nodes, WorkloadParams(jobs=jobs, load=load), seed)
+    dump_workload(job_list, output)
+    out.print(f"wrote {len(job_list):,} jobs to {output}")
+
+
+@app.command("policies")
+def policies_cmd() -> None:
+    """List the built-in placement policies."""
+    table = Table(title="built-in policies", title_justify="left")
+    table.add_column("name")
+    table.add_column("what it does")
+    for name, spec in POLICIES.items():
+        table.add_row(name, spec.description)
+    out.print(table)
+
+
+@profile_app.command("show")
+def profile_show(name: Annotated[str, typer.Argument(help="A built-in policy name.")]) -> None:
+    """Print a built-in policy as profile YAML (a starting point for --profile)."""
+    print(dump_profile(policy_spec(name)), end="")
+
+
+def main() -> None:
+    """Entry point: run the CLI, turning input errors into exit code 2 with one message."""
+    try:
+        app()
+    except InputError as exc:
+        Console(stderr=True).print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        sys.exit(2)
+    except GpuschedError as exc:
+        Console(stderr=True).print(f"[bold red]internal error:[/bold red] {exc}")
+        sys.exit(3)

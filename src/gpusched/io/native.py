@@ -1,0 +1,339 @@
+"""gpusched's own cluster and workload formats (YAML, and CSV for workloads).
+
+Cluster (YAML)::
+
+    nodes:
+      - name: h100          # with count > 1 the nodes are h100-000, h100-001, ...
+        count: 16
+        cpu: 192            # cores, or "500m"
+        memory: 2Ti         # MiB, or a quantity: 512Gi, 2Ti
+        gpus: 8
+        gpu_model: H100
+        gpu_memory: 80Gi
+        labels: {topology.kubernetes.io/zone: z1}
+
+Workload (YAML, or CSV with the same field names as columns and ``gpu_models`` joined by
+``|``)::
+
+    jobs:
+      - name: train-0001
+        kind: training      # training | inference | notebook | batch
+        submit: 120         # seconds from the start
+        duration: 3600      # seconds once started; omit to run forever
+        replicas: 2         # pods of the job (a gang when min_available > 1)
+        min_available: 2    # default: replicas
+        queue: team-a
+        priority: 0
+        cpu: 16             # per pod
+        memory: 128Gi       # per pod
+        gpus: 8             # per pod
+        gpu_share: 1000     # milli-GPU of each GPU; < 1000 only with gpus: 1
+        gpu_models: [H100]  # allowed models; empty = any
+
+Every error names the file, line and field (:class:`~gpusched.errors.TraceError`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from gpusched.errors import TraceError
+from gpusched.io.csvtable import read_table
+from gpusched.io.quantity import cpu_to_milli, memory_to_mib
+from gpusched.io.yamlfile import LINE_KEY, load_yaml, validate
+from gpusched.model import (
+    MILLI_PER_GPU,
+    GpuModel,
+    Job,
+    JobId,
+    JobKind,
+    Node,
+    QueueName,
+    Task,
+    TaskId,
+    TaskShape,
+)
+
+__all__ = [
+    "ClusterFile",
+    "JobEntry",
+    "NodeGroup",
+    "WorkloadFile",
+    "dump_cluster",
+    "dump_workload",
+    "load_cluster",
+    "load_workload",
+]
+
+Quantity = int | float | str
+
+
+class NodeGroup(BaseModel):
+    """One node, or ``count`` identical nodes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, description="Node name, or name prefix when count > 1.")
+    count: int = Field(default=1, ge=1, description="How many identical nodes.")
+    cpu: Quantity = Field(description="Allocatable CPU: cores (8, 0.5) or millicores ('500m').")
+    memory: Quantity = Field(description="Allocatable memory: MiB or a quantity ('512Gi').")
+    gpus: int = Field(default=0, ge=0, le=64, description="GPUs per node.")
+    gpu_model: str = Field(default="", description="GPU model name; required when gpus > 0.")
+    gpu_memory: Quantity = Field(default=0, description="Memory of each GPU ('80Gi').")
+    labels: dict[str, str] = Field(default_factory=dict, description="Node labels.")
+
+    @field_validator("cpu")
+    @classmethod
+    def _cpu(cls, v: Quantity) -> int:
+        return cpu_to_milli(v)
+
+    @field_validator("memory", "gpu_memory")
+    @classmethod
+    def _mem(cls, v: Quantity) -> int:
+        return memory_to_mib(v)
+
+    @model_validator(mode="after")
+    def _model_needed(self) -> NodeGroup:
+        if self.gpus and not self.gpu_model:
+            raise ValueError(f"node {self.name!r} has {self.gpus} GPUs; set gpu_model")
+        return self
+
+    def build(self) -> list[Node]:
+        names = (
+            [self.name] if self.count == 1 else [f"{self.name}-{i:03d}" for i in range(self.count)]
+        )
+        return [
+            Node.with_gpus(
+                n,
+                cpu_milli=int(self.cpu),
+                memory_mib=int(self.memory),
+                gpu_count=self.gpus,
+                gpu_model=self.gpu_model if self.gpus else "",
+                gpu_memory_mib=int(self.gpu_memory),
+                labels=self.labels,
+            )
+            for n in names
+        ]
+
+
+class ClusterFile(BaseModel):
+    """A cluster description."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    nodes: list[NodeGroup] = Field(min_length=1, description="Node groups.")
+
+
+class JobEntry(BaseModel):
+    """One job: ``replicas`` identical pods."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, description="Unique job name.")
+    kind: JobKind = Field(
+        default=JobKind.BATCH, description="training, inference, notebook, batch."
+    )
+    submit: float = Field(default=0.0, ge=0, description="Submit time, seconds from the start.")
+    duration: float | None = Field(default=None, gt=0, description="Run time in seconds.")
+    replicas: int = Field(default=1, ge=1, description="Pods in the job.")
+    min_available: int | None = Field(
+        default=None, ge=1, description="Pods that must start together (default: replicas)."
+    )
+    queue: str = Field(default="default", min_length=1, description="Queue charged.")
+    priority: int = Field(default=0, description="Larger is more important.")
+    cpu: Quantity = Field(description="CPU per pod.")
+    memory: Quantity = Field(description="Memory per pod.")
+    gpus: int = Field(default=0, ge=0, le=64, description="GPUs per pod.")
+    gpu_share: int = Field(
+        default=MILLI_PER_GPU, ge=1, le=MILLI_PER_GPU, description="Milli-GPU of each GPU."
+    )
+    gpu_models: list[str] = Field(default_factory=list, description="Allowed GPU models.")
+
+    @field_validator("cpu")
+    @classmethod
+    def _cpu(cls, v: Quantity) -> int:
+        return cpu_to_milli(v)
+
+    @field_validator("memory")
+    @classmethod
+    def _mem(cls, v: Quantity) -> int:
+        return memory_to_mib(v)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> JobEntry:
+        if self.gpus > 1 and self.gpu_share < MILLI_PER_GPU:
+            raise ValueError(
+                f"gpu_share {self.gpu_share} with gpus: {self.gpus}; only single-GPU pods may "
+                "share a GPU (use gpu_share: 1000)"
+            )
+        if self.min_available is not None and self.min_available > self.replicas:
+            raise ValueError(f"min_available {self.min_available} exceeds replicas {self.replicas}")
+        return self
+
+    def build(self) -> Job:
+        shape = TaskShape(
+            cpu_milli=int(self.cpu),
+            memory_mib=int(self.memory),
+            num_gpu=self.gpus,
+            gpu_milli=self.gpu_share if self.gpus else 0,
+            gpu_models=frozenset(GpuModel(m) for m in self.gpu_models),
+        )
+        jid = JobId(self.name)
+        tasks = tuple(
+            Task(TaskId(self.name if self.replicas == 1 else f"{self.name}-{i}"), jid, shape)
+            for i in range(self.replicas)
+        )
+        return Job(
+            id=jid,
+            tasks=tasks,
+            min_available=self.min_available or self.replicas,
+            queue=QueueName(self.queue),
+            priority=self.priority,
+            submit_time=self.submit,
+            duration=self.duration,
+            kind=self.kind,
+        )
+
+
+class WorkloadFile(BaseModel):
+    """A workload description."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    jobs: list[JobEntry] = Field(min_length=1, description="Jobs.")
+
+
+def load_cluster(path: str | Path) -> list[Node]:
+    """Nodes of a native cluster YAML file."""
+    data = load_yaml(path)
+    spec = validate(ClusterFile, data, path)
+    nodes = [n for group in spec.nodes for n in group.build()]
+    seen: set[str] = set()
+    for i, node in enumerate(nodes):
+        if node.name in seen:
+            line = _entry_line(data, "nodes", i)
+            raise TraceError(str(path), line, "name", f"duplicate node name {node.name!r}")
+        seen.add(node.name)
+    return nodes
+
+
+def load_workload(path: str | Path, known_models: Iterable[str] | None = None) -> list[Job]:
+    """Jobs of a native workload file (``.yaml``/``.yml`` or ``.csv``).
+
+    With ``known_models``, a job naming any other GPU model is an error.
+    """
+    p = Path(path)
+    entries: list[tuple[int | None, JobEntry]]
+    if p.suffix.lower() == ".csv":
+        entries = list(_csv_entries(p))
+    else:
+        data = load_yaml(p)
+        spec = validate(WorkloadFile, data, p)
+        entries = [(_entry_line(data, "jobs", i), e) for i, e in enumerate(spec.jobs)]
+    models = set(known_models) if known_models is not None else None
+    jobs: list[Job] = []
+    seen: set[str] = set()
+    for line, entry in entries:
+        if entry.name in seen:
+            raise TraceError(str(p), line, "name", f"duplicate job name {entry.name!r}")
+        seen.add(entry.name)
+        if models is not None:
+            unknown = sorted(set(entry.gpu_models) - models)
+            if unknown:
+                raise TraceError(
+                    str(p),
+                    line,
+                    "gpu_models",
+                    f"unknown GPU model {unknown[0]!r}; the cluster has "
+                    f"{', '.join(sorted(models)) or 'no GPUs'}",
+                )
+        jobs.append(entry.build())
+    return jobs
+
+
+_CSV_FIELDS = (
+    "name",
+    "kind",
+    "submit",
+    "duration",
+    "replicas",
+    "min_available",
+    "queue",
+    "priority",
+    "cpu",
+    "memory",
+    "gpus",
+    "gpu_share",
+    "gpu_models",
+)
+
+
+def _csv_entries(path: Path) -> Iterable[tuple[int | None, JobEntry]]:
+    for row in read_table(path, ("name", "cpu", "memory")):
+        raw: dict[str, Any] = {k: v.strip() for k, v in row.values.items() if v.strip() != ""}
+        unknown = sorted(set(raw) - set(_CSV_FIELDS))
+        if unknown:
+            raise row.error(unknown[0], f"unknown column; known: {', '.join(_CSV_FIELDS)}")
+        if "gpu_models" in raw:
+            raw["gpu_models"] = [m for m in raw["gpu_models"].split("|") if m]
+        raw[LINE_KEY] = row.line
+        yield row.line, validate(JobEntry, raw, path)
+
+
+def _entry_line(data: Any, key: str, i: int) -> int | None:
+    try:
+        line = data[key][i][LINE_KEY]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return line if isinstance(line, int) else None
+
+
+def dump_workload(jobs: Sequence[Job], path: str | Path) -> None:
+    """Write ``jobs`` as a native YAML workload (the inverse of :func:`load_workload`)."""
+    out = []
+    for job in jobs:
+        s = job.tasks[0].shape
+        entry: dict[str, Any] = {"name": job.id, "kind": job.kind.value, "submit": job.submit_time}
+        if job.duration is not None:
+            entry["duration"] = job.duration
+        if len(job.tasks) > 1:
+            entry["replicas"] = len(job.tasks)
+            entry["min_available"] = job.min_available
+        if job.queue != "default":
+            entry["queue"] = job.queue
+        if job.priority:
+            entry["priority"] = job.priority
+        entry["cpu"] = f"{s.cpu_milli}m"
+        entry["memory"] = f"{s.memory_mib}Mi"
+        if s.num_gpu:
+            entry["gpus"] = s.num_gpu
+            if s.gpu_milli != MILLI_PER_GPU:
+                entry["gpu_share"] = s.gpu_milli
+            if s.gpu_models:
+                entry["gpu_models"] = sorted(s.gpu_models)
+        out.append(entry)
+    Path(path).write_text(yaml.safe_dump({"jobs": out}, sort_keys=False), encoding="utf-8")
+
+
+def dump_cluster(nodes: Sequence[Node], path: str | Path) -> None:
+    """Write ``nodes`` as a native YAML cluster, one entry per node."""
+    out = []
+    for n in nodes:
+        entry: dict[str, Any] = {
+            "name": n.name,
+            "cpu": f"{n.cpu_milli}m",
+            "memory": f"{n.memory_mib}Mi",
+        }
+        if n.gpus:
+            entry.update(gpus=n.gpu_count, gpu_model=n.gpu_model)
+            if n.gpus[0].memory_mib:
+                entry["gpu_memory"] = f"{n.gpus[0].memory_mib}Mi"
+        if n.labels:
+            entry["labels"] = dict(n.labels)
+        out.append(entry)
+    Path(path).write_text(yaml.safe_dump({"nodes": out}, sort_keys=False), encoding="utf-8")
