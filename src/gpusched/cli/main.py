@@ -21,6 +21,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gpusched.cli.inputs import load_jobs, load_nodes, parse_seeds, resolve_profiles
@@ -283,8 +284,12 @@ def main() -> None:
     try:
         app()
     except InputError as exc:
-        Console(stderr=True).print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        Console(stderr=True, soft_wrap=True).print(
+            f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False
+        )
         sys.exit(2)
     except GpuschedError as exc:
-        Console(stderr=True).print(f"[bold red]internal error:[/bold red] {exc}")
+        Console(stderr=True, soft_wrap=True).print(
+            f"[bold red]internal error:[/bold red] {escape(str(exc))} (this is a bug)"
+        )
         sys.exit(3)

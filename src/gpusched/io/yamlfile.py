@@ -19,6 +19,7 @@ from gpusched.errors import TraceError
 __all__ = ["LINE_KEY", "load_yaml", "validate"]
 
 LINE_KEY = "__line__"
+KEY_LINES = "__key_lines__"
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -29,6 +30,9 @@ class _LineLoader(yaml.SafeLoader):
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[Any, Any]:
     mapping = loader.construct_mapping(node, deep=True)
     mapping[LINE_KEY] = node.start_mark.line + 1
+    mapping[KEY_LINES] = {
+        k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)
+    }
     return mapping
 
 
@@ -50,7 +54,7 @@ def load_yaml(path: str | Path) -> Any:
 
 def _strip(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _strip(v) for k, v in value.items() if k != LINE_KEY}
+        return {k: _strip(v) for k, v in value.items() if k not in (LINE_KEY, KEY_LINES)}
     if isinstance(value, list):
         return [_strip(v) for v in value]
     return value
@@ -60,6 +64,8 @@ def _line_of(data: Any, loc: tuple[int | str, ...]) -> int | None:
     line = data.get(LINE_KEY) if isinstance(data, dict) else None
     node = data
     for part in loc:
+        if isinstance(node, dict) and isinstance(node.get(KEY_LINES), dict):
+            line = node[KEY_LINES].get(part, line)
         try:
             node = node[part]
         except (KeyError, IndexError, TypeError):
@@ -85,6 +91,7 @@ def validate(model: type[M], data: Any, path: str | Path) -> M:
         loc = tuple(err["loc"])
         got = err.get("input")
         got_text = "" if isinstance(got, dict | list) or got is None else f"got {got!r}; "
+        msg = str(err["msg"]).removeprefix("Value error, ")
         raise TraceError(
-            str(path), _line_of(data, loc), _field(loc) or None, f"{got_text}{err['msg']}"
+            str(path), _line_of(data, loc), _field(loc) or None, f"{got_text}{msg}"
         ) from None

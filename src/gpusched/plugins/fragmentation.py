@@ -31,6 +31,9 @@ __all__ = ["Fragmentation", "TargetWorkload", "cluster_fragmentation"]
 
 I64 = NDArray[np.int64]
 
+#: Batches at least this large are deduplicated before evaluation.
+_DEDUP_AT = 128
+
 
 @dataclass(frozen=True, slots=True)
 class TargetWorkload:
@@ -111,8 +114,25 @@ class Fragmentation:
     ) -> NDArray[np.float64]:
         """``F(n)`` for ``k`` states: ``cpu_free (k,)``, ``gpu_free (k, G)``, ``model_id (k,)``.
 
-        ``gpu_free`` entries must be >= 0 (padding slots are 0).
+        ``gpu_free`` entries must be >= 0 (padding slots are 0). Large batches are first
+        reduced to their distinct states (``F`` ignores GPU order), which are few: most nodes
+        of a pool look alike.
         """
+        if len(cpu_free) >= _DEDUP_AT:
+            rows = np.concatenate(
+                [model_id[:, None], cpu_free[:, None], np.sort(gpu_free, axis=1)], axis=1
+            ).astype(np.int64)
+            rows = np.ascontiguousarray(rows)
+            keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
+            _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+            if len(first) < len(cpu_free) // 2:
+                values = self._evaluate(cpu_free[first], gpu_free[first], model_id[first])
+                return np.asarray(values[inverse.ravel()], dtype=np.float64)
+        return self._evaluate(cpu_free, gpu_free, model_id)
+
+    def _evaluate(
+        self, cpu_free: I64, gpu_free: NDArray[np.integer], model_id: I64
+    ) -> NDArray[np.float64]:
         free = gpu_free[:, None, :]
         ok = free >= self._milli  # (k, M, G)
         idle = gpu_free.sum(axis=1)[:, None]

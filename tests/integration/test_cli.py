@@ -1,0 +1,170 @@
+"""The command line as a user runs it: exit codes, messages, JSON and reports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from integration.conftest import REPO
+
+
+def gpusched(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the installed CLI entry point in a subprocess."""
+    code = "from gpusched.cli.main import main; main()"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd or REPO,
+        check=False,
+        timeout=300,
+    )
+
+
+def test_simulate_default_json_compares_kube_default_and_fgd() -> None:
+    result = gpusched("simulate", "--jobs", "150", "--json")
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    policies = [r["policy"] for r in payload["results"]]
+    assert policies == ["kube-default", "fgd"]
+    kube, fgd = payload["results"]
+    for r in payload["results"]:
+        assert r["jobs"] == 150
+        assert r["jobs_started"] <= r["jobs"]
+        assert 0 <= r["gpu_allocation_pct"] <= r["gpu_held_pct"] + 1e-9 <= 100
+    # kube-default holds a whole GPU for every fractional request; fgd holds what it is asked.
+    assert kube["gpu_held_pct"] > kube["gpu_allocation_pct"]
+    assert fgd["gpu_held_pct"] == pytest.approx(fgd["gpu_allocation_pct"])
+
+
+def test_simulate_prints_a_side_by_side_table() -> None:
+    result = gpusched("simulate", "--jobs", "100")
+    assert result.returncode == 0, result.stderr
+    assert "kube-default" in result.stdout
+    assert "fgd" in result.stdout
+    assert "GPU allocation" in result.stdout
+    assert "fgd vs kube-default" in result.stdout
+
+
+def test_generated_workload_round_trips_through_the_file_format(tmp_path: Path) -> None:
+    out = tmp_path / "w.yaml"
+    gen = gpusched("workload", "generate", "--jobs", "120", "--seed", "3", "-o", str(out))
+    assert gen.returncode == 0, gen.stderr
+    from_file = gpusched("simulate", "--workload", str(out), "--policy", "fgd", "--json")
+    built_in = gpusched("simulate", "--jobs", "120", "--seed", "3", "--policy", "fgd", "--json")
+    assert from_file.returncode == 0, from_file.stderr
+    a = json.loads(from_file.stdout)["results"][0]
+    b = json.loads(built_in.stdout)["results"][0]
+    for key in ("jobs_started", "gpu_allocation_pct", "avg_wait_s", "avg_jct_s"):
+        assert a[key] == pytest.approx(b[key], abs=1e-3), key
+
+
+def test_report_is_a_self_contained_html_page_with_charts(tmp_path: Path) -> None:
+    report = tmp_path / "r.html"
+    result = gpusched("simulate", "--jobs", "80", "--report", str(report))
+    assert result.returncode == 0, result.stderr
+    page = report.read_text()
+    assert page.startswith("<!doctype html>")
+    assert page.count("<svg") == 3
+    assert "kube-default" in page
+
+
+def test_profile_show_output_is_a_usable_profile(tmp_path: Path) -> None:
+    shown = gpusched("profile", "show", "bestfit")
+    assert shown.returncode == 0, shown.stderr
+    path = tmp_path / "p.yaml"
+    path.write_text(shown.stdout.replace("name: bestfit", "name: my-bestfit"))
+    result = gpusched("simulate", "--jobs", "60", "--profile", str(path), "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["results"][0]["policy"] == "my-bestfit"
+
+
+BAD_POD_LISTS = [
+    pytest.param(
+        "name,cpu_milli,memory_mib,num_gpu\np1,1,1,1\n",
+        ":1: field 'gpu_milli': missing column",
+        id="missing-column",
+    ),
+    pytest.param(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1,1,1,500\np2,x,1,1,500\n",
+        ":3: field 'cpu_milli': got 'x'; expected an integer",
+        id="non-numeric",
+    ),
+    pytest.param(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1,-4,1,500\n",
+        ":2: field 'memory_mib': got -4; expected a value >= 0",
+        id="negative-request",
+    ),
+    pytest.param(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1,1,1,1001\n",
+        ":2: field 'gpu_milli': got 1001; expected a value <= 1000",
+        id="share-above-1000",
+    ),
+    pytest.param(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\np1,1,1,1,500,B200\n",
+        ":2: field 'gpu_spec': unknown GPU model 'B200'",
+        id="unknown-gpu-model",
+    ),
+]
+
+
+@pytest.mark.parametrize(("content", "expected"), BAD_POD_LISTS)
+def test_bad_trace_exits_2_naming_file_line_and_field(
+    tmp_path: Path, content: str, expected: str
+) -> None:
+    path = tmp_path / "pods.csv"
+    path.write_text(content)
+    result = gpusched("simulate", "--workload", str(path))
+    assert result.returncode == 2
+    assert f"{path}{expected}" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+BAD_FLAGS = [
+    pytest.param(["simulate", "--policy", "fgdd"], "unknown policy 'fgdd'", id="unknown-policy"),
+    pytest.param(
+        ["simulate", "--policy", "fgd", "--profile", "x.yaml"],
+        "either --policy or --profile",
+        id="policy-and-profile",
+    ),
+    pytest.param(
+        ["simulate", "--cluster", "/nonexistent/c.yaml"], "file not found", id="missing-file"
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "expected"), BAD_FLAGS)
+def test_bad_flags_exit_2_with_the_fix(args: list[str], expected: str) -> None:
+    result = gpusched(*args)
+    assert result.returncode == 2
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_profile_field_names_line(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("name: x\nscores:\n  - name: fgd\n    weight: -1\n")
+    result = gpusched("simulate", "--profile", str(path))
+    assert result.returncode == 2
+    assert f"{path}:4: field 'scores[0].weight'" in result.stderr
+
+
+def test_unknown_plugin_in_profile_lists_known_ones(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("name: x\nscores:\n  - name: fancy\n")
+    result = gpusched("simulate", "--profile", str(path))
+    assert result.returncode == 2
+    assert "unknown plugin 'fancy'" in result.stderr
+    assert "best-fit" in result.stderr
+
+
+def test_bad_workload_yaml_names_the_key_line(tmp_path: Path) -> None:
+    path = tmp_path / "w.yaml"
+    path.write_text("jobs:\n  - name: a\n    cpu: 4\n    memory: 8Zi\n")
+    result = gpusched("simulate", "--workload", str(path))
+    assert result.returncode == 2
+    assert f"{path}:4: field 'jobs[0].memory'" in result.stderr
