@@ -1,0 +1,1 @@
+"""Property tests (hypothesis) of the scheduling core's invariants."""

@@ -1,0 +1,1 @@
+"""Unit tests of the scheduling core, one module per component."""

@@ -1,0 +1,202 @@
+"""The discrete-event simulator: event order, durations, rejection rules and the event log."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from builders import JobBuilder, make_job, make_node, policy_profile
+from gpusched.errors import InvariantError
+from gpusched.framework import Code
+from gpusched.model import JobId, Node
+from gpusched.sim import SimOptions, Simulation
+from gpusched.sim.events import EventHeap, EventKind
+
+
+def simulate(
+    nodes: Sequence[Node],
+    jobs: Sequence[JobBuilder],
+    *,
+    policy: str = "fgd",
+    seed: int = 0,
+    **options: bool,
+) -> Simulation:
+    built = [j.build() for j in jobs]
+    profile = policy_profile(policy, [t.shape for j in built for t in j.tasks])
+    opts = SimOptions(record_events=True, **options)
+    return Simulation(nodes, built, profile, seed=seed, options=opts).run()
+
+
+def one_gpu_node() -> list[Node]:
+    return [make_node("n").gpus(1).build()]
+
+
+def log_lines(sim: Simulation) -> list[str]:
+    return sim.event_log().splitlines()
+
+
+# -- the event heap --------------------------------------------------------------------------
+
+
+def test_heap_orders_by_time_then_completions_then_insertion() -> None:
+    heap = EventHeap()
+    heap.push(5.0, EventKind.ARRIVAL, JobId("arrive-5-first"))
+    heap.push(5.0, EventKind.COMPLETION, JobId("complete-5"))
+    heap.push(1.0, EventKind.ARRIVAL, JobId("arrive-1"))
+    heap.push(5.0, EventKind.ARRIVAL, JobId("arrive-5-second"))
+    heap.push(0.5, EventKind.COMPLETION, JobId("complete-0.5"))
+    order = []
+    while len(heap):
+        order.append(heap.pop().job)
+    assert order == ["complete-0.5", "arrive-1", "complete-5", "arrive-5-first", "arrive-5-second"]
+
+
+# -- the loop --------------------------------------------------------------------------------
+
+
+def test_completion_frees_resources_for_an_arrival_at_the_same_time() -> None:
+    sim = simulate(
+        one_gpu_node(),
+        [make_job("a").gpus(1).at(0).runs_for(10), make_job("b").gpus(1).at(10).runs_for(5)],
+    )
+    assert sim.records[JobId("b")].start == 10.0
+    assert sim.records[JobId("b")].wait == 0.0
+    assert log_lines(sim) == [
+        "0.000 arrive a ",
+        "0.000 bind a n[0]",
+        "10.000 complete a ",
+        "10.000 arrive b ",
+        "10.000 bind b n[0]",
+        "15.000 complete b ",
+    ]
+
+
+def test_a_waiting_job_starts_when_a_duration_ends() -> None:
+    sim = simulate(
+        [make_node("n").gpus(2).build()],
+        [make_job("a").gpus(2).at(0).runs_for(5), make_job("b").gpus(2).at(1).runs_for(3)],
+    )
+    a, b = sim.records[JobId("a")], sim.records[JobId("b")]
+    assert (a.start, a.end) == (0.0, 5.0)
+    assert (b.arrival, b.start, b.end) == (1.0, 5.0, 8.0)
+    assert b.wait == 4.0
+    # Durations released everything: the cluster ends empty.
+    assert sim.state.gpu_free.tolist() == [[1000, 1000]]
+    assert len(sim.state.allocations) == 0
+    assert sim.placed_milli == 0
+    assert sim.pending == ()
+
+
+def test_jobs_without_duration_hold_resources_to_the_end() -> None:
+    sim = simulate(one_gpu_node(), [make_job("a").gpus(1).runs_for(None), make_job("b").gpus(1)])
+    assert sim.records[JobId("a")].end is None
+    assert sim.records[JobId("b")].start is None
+    assert [j.id for j in sim.pending] == ["b"]
+    assert sim.state.gpu_free.tolist() == [[0]]
+
+
+def test_ignore_durations_keeps_jobs_running() -> None:
+    sim = simulate(
+        one_gpu_node(),
+        [make_job("a").share(500).runs_for(1)],
+        ignore_durations=True,
+    )
+    assert sim.records[JobId("a")].end is None
+    assert sim.state.gpu_free.tolist() == [[500]]
+    assert sim.placed_milli == 500
+
+
+def test_drop_unplaced_gives_each_job_one_try() -> None:
+    jobs = [make_job("a").gpus(1).at(0).runs_for(5), make_job("b").gpus(1).at(1).runs_for(5)]
+    waiting = simulate(one_gpu_node(), jobs)
+    dropped = simulate(one_gpu_node(), jobs, drop_unplaced=True)
+    assert waiting.records[JobId("b")].start == 5.0
+    rec = dropped.records[JobId("b")]
+    assert rec.start is None
+    assert rec.status is not None
+    assert rec.status.code is Code.UNSCHEDULABLE
+    assert (
+        "1.000 reject b 1/1 nodes have fewer than 1 GPU(s) with 1000/1000 free (best node: 0)"
+        in log_lines(dropped)
+    )
+    assert dropped.pending == ()
+
+
+def test_unresolvable_jobs_are_rejected_and_the_rest_go_on() -> None:
+    sim = simulate(
+        one_gpu_node(),
+        [make_job("huge").gpus(2).at(0), make_job("ok").gpus(1).at(1).runs_for(1)],
+    )
+    huge = sim.records[JobId("huge")]
+    assert huge.start is None
+    assert huge.status is not None
+    assert huge.status.code is Code.UNRESOLVABLE
+    assert sim.records[JobId("ok")].start == 1.0
+    assert sim.pending == ()
+    assert log_lines(sim)[1].startswith("0.000 reject huge cannot fit on any node even when empty")
+
+
+def test_a_gang_is_bound_whole_and_released_whole() -> None:
+    sim = simulate(
+        [make_node("a").gpus(2).build(), make_node("b").gpus(2).build()],
+        [make_job("g").gpus(2).replicas(2).runs_for(4), make_job("w").gpus(1).at(1).runs_for(1)],
+    )
+    binds = [line for line in log_lines(sim) if " bind g-" in line]
+    assert len(binds) == 2
+    assert all(line.startswith("0.000 ") for line in binds)
+    assert sim.records[JobId("w")].start == 4.0  # waits for both gang members to finish
+    assert len(sim.state.allocations) == 0
+
+
+def test_sequential_arrivals_ignore_submit_times() -> None:
+    sim = simulate(
+        one_gpu_node(),
+        [make_job(f"j{i}").share(100).at(100.0 - i) for i in range(3)],
+        sequential_arrivals=True,
+    )
+    assert [sim.records[JobId(f"j{i}")].arrival for i in range(3)] == [0.0, 1.0, 2.0]
+    assert [sim.records[JobId(f"j{i}")].start for i in range(3)] == [0.0, 1.0, 2.0]
+
+
+def test_observers_see_the_state_after_each_distinct_event_time() -> None:
+    seen: list[tuple[float, int]] = []
+
+    def observe(sim: Simulation) -> None:
+        seen.append((sim.now, int(sim.state.gpu_idle.sum())))
+
+    jobs = [make_job("a").gpus(1).at(0).runs_for(2), make_job("b").share(500).at(0).runs_for(1)]
+    built = [j.build() for j in jobs]
+    sim = Simulation(
+        [make_node("n").gpus(2).build()],
+        built,
+        policy_profile("fgd", [t.shape for j in built for t in j.tasks]),
+        observers=[observe],
+    )
+    sim.run()
+    # t=0 both placed (idle 2000 - 1500); t=1 b done (1000); t=2 a done (2000).
+    assert seen == [(0.0, 500), (1.0, 1000), (2.0, 2000)]
+
+
+def test_arrived_and_placed_milli_track_the_load() -> None:
+    sim = simulate(
+        one_gpu_node(),
+        [make_job("a").share(600), make_job("b").share(600), make_job("c").cpu(1)],
+        drop_unplaced=True,
+    )
+    assert sim.arrived_milli == 1200
+    assert sim.placed_milli == 600
+    assert sim.records[JobId("c")].start == 0.0
+
+
+def test_duplicate_job_ids_are_an_invariant_error() -> None:
+    job = make_job("same").build()
+    with pytest.raises(InvariantError, match="duplicate job id 'same'"):
+        Simulation(one_gpu_node(), [job, job], policy_profile("fgd"))
+
+
+def test_event_log_is_empty_unless_recorded() -> None:
+    built = [make_job("a").gpus(1).build()]
+    sim = Simulation(one_gpu_node(), built, policy_profile("fgd")).run()
+    assert sim.event_log() == ""
+    assert sim.records[JobId("a")].start == 0.0
