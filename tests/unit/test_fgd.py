@@ -208,14 +208,6 @@ def test_fgd_incremental_scores_equal_a_fresh_plugin_after_every_change() -> Non
     assert compared > 500  # the comparison ran on many (node, state) pairs
 
 
-@pytest.mark.xfail(
-    strict=False,  # depends on the BLAS summation order of the machine
-    reason=(
-        "BUG Fgd: F(before) cached from one batch and F(after) computed in a batch of another "
-        "size round differently (matmul summation order), so a zero delta becomes about "
-        "-5e-13 and floor(100 * sigmoid(delta / 1000)) gives 49 instead of 50"
-    ),
-)
 def test_fgd_cached_score_is_exact_when_delta_is_zero() -> None:
     hint = [
         shape().cpu(0.5).shape(),

@@ -250,13 +250,6 @@ def test_missing_file_and_unknown_workload(tmp_path: Path) -> None:
         workload_path(tmp_path, "x")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG Row.text: an empty value in a required text column (default None) is returned as "
-        "'' instead of raising 'missing value', so a node or pod with an empty name loads"
-    ),
-)
 def test_an_empty_node_name_is_a_trace_error(tmp_path: Path) -> None:
     path = write(tmp_path, "nodes.csv", NODE_HEADER, ",64000,1024,0,")
     with pytest.raises(TraceError, match="field 'sn': missing value"):

@@ -167,14 +167,6 @@ def test_least_allocated(task: TaskBuilder, expected: list[float]) -> None:
     assert score(LeastAllocatedScore(), task, cpu_mem_cluster()) == expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG least-allocated computes floor(float mean * 100): mean 0.29 gives "
-        "28.999999999999996 and scores 28, not the documented floor(29.0) = 29 "
-        "(kube-scheduler uses integer arithmetic)"
-    ),
-)
 def test_least_allocated_is_exact_on_whole_percentages() -> None:
     state = make_state(make_node("n").cpu(100).mem_gib(100))
     # cpu (100-71)/100 = .29, mem (100-71)/100 = .29 -> mean .29 -> floor(29) = 29

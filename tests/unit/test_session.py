@@ -178,14 +178,6 @@ def test_min_available_places_that_many_tasks() -> None:
     assert sorted(b.node for b in plan.binds) == ["a", "b"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG/limitation: Unresolvable is decided per task, so a gang whose members each fit an "
-        "empty node but that can never fit together (3 x 4 GPUs on 2 x 4 GPUs) is reported "
-        "Unschedulable and retried forever by the simulator"
-    ),
-)
 def test_a_gang_larger_than_the_empty_cluster_is_unresolvable() -> None:
     plan = run_cycle(two_four_gpu_nodes(), [make_job("g").gpus(4).replicas(3)])
     assert plan.pending[JobId("g")].code is Code.UNRESOLVABLE

@@ -393,13 +393,6 @@ def test_overlay_re_adding_a_popped_base_entry_shows_the_new_value_once() -> Non
     assert len(overlay) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG AllocationMap.pop: popping an entry from _added does not re-hide the base entry it "
-        "replaced, so the base allocation reappears after release -> re-allocate -> release"
-    ),
-)
 def test_overlay_release_reallocate_release_leaves_the_task_gone() -> None:
     state = two_node_state()
     task = make_task("t").cpu(1).share(500).build()
@@ -412,14 +405,6 @@ def test_overlay_release_reallocate_release_leaves_the_task_gone() -> None:
     assert TaskId("t") not in work.allocations  # fails: the base allocation shows through
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG ClusterState.copy: the copy's AllocationMap reads through to the original's live "
-        "map, so an allocation made on the original after copy() appears in the copy, whose "
-        "arrays never paid for it; releasing it there frees more than the node's capacity"
-    ),
-)
 def test_allocations_made_on_the_original_after_copy_stay_out_of_the_copy() -> None:
     state = two_node_state()
     work = state.copy()

@@ -2,10 +2,19 @@
 
 from collections.abc import Callable
 
-from gpusched.actions.allocate import Allocate
+from gpusched.actions.allocate import Allocate, AllocateFifo, AllocatePods, Backfill
+from gpusched.actions.preempt import Preempt, Reclaim
 from gpusched.framework import Action
 
-__all__ = ["ACTIONS", "Allocate"]
+__all__ = ["ACTIONS", "Allocate", "AllocateFifo", "AllocatePods", "Backfill", "Preempt", "Reclaim"]
 
-#: Built-in actions by name (an explicit registry, like the plugin one).
-ACTIONS: dict[str, Callable[[], Action]] = {"allocate": Allocate}
+#: Built-in actions by name (an explicit registry, like the plugin one). A profile's
+#: ``action_args`` are passed to the factory as keyword arguments.
+ACTIONS: dict[str, Callable[..., Action]] = {
+    "allocate": Allocate,
+    "allocate-fifo": AllocateFifo,
+    "allocate-pods": AllocatePods,
+    "backfill": Backfill,
+    "reclaim": Reclaim,
+    "preempt": Preempt,
+}

@@ -1,15 +1,26 @@
-"""The ``allocate`` action: place pending jobs in queue order, each all or nothing.
+"""Placement actions: place pending jobs in queue order, each gang all or nothing.
 
-For every pending job (in the profile's queue order) the session places ``min_available`` tasks
-inside one statement; a job that does not fit is rolled back and gets a status with reasons.
+* ``allocate`` -- greedy: every job that fits now is placed; a job that does not fit is
+  skipped (so small jobs may overtake a blocked big one indefinitely).
+* ``allocate-fifo`` -- strict FIFO, all or nothing: stop at the first job that does not fit
+  (the classic baseline: no starvation of big jobs, but idle GPUs behind the head of line).
+* ``backfill`` -- EASY backfill with reservations: like ``allocate``, but the first blocked job
+  (by queue order) gets a :class:`~gpusched.framework.plan.Reservation` -- a start time and the
+  nodes it will use, computed from run-time estimates -- and later jobs may use those nodes only
+  if they are expected to finish before the reservation starts. Every job left pending gets an
+  estimated start time (:mod:`gpusched.framework.timeline`).
+* ``allocate-pods`` -- what the stock kube-scheduler does with a gang: each pod on its own,
+  no transaction, so a gang may sit partly placed holding GPUs while the rest waits.
+
 Jobs whose status is ``Unresolvable`` could not fit even on an empty cluster.
 """
 
 from __future__ import annotations
 
-from gpusched.framework import Session
+from gpusched.framework import Session, Statement, Status
+from gpusched.framework.timeline import estimate_starts, reserve
 
-__all__ = ["Allocate"]
+__all__ = ["Allocate", "AllocateFifo", "AllocatePods", "Backfill"]
 
 
 class Allocate:
@@ -19,4 +30,80 @@ class Allocate:
 
     def execute(self, session: Session) -> None:
         for job in session.pending_jobs():
-            session.place_job(job)
+            if job.id not in session.running:
+                session.place_job(job)
+
+
+class AllocateFifo:
+    """Strict first come, first served, all or nothing."""
+
+    name = "allocate-fifo"
+
+    def execute(self, session: Session) -> None:
+        blocked = False
+        for job in session.pending_jobs():
+            if job.id in session.running:
+                continue
+            if blocked:
+                session.plan.pending[job.id] = Status.waiting("behind the head-of-line job (FIFO)")
+                continue
+            if not session.place_job(job).ok:
+                blocked = True
+
+
+class Backfill:
+    """EASY backfill: place what fits without delaying the reserved head-of-line job."""
+
+    name = "backfill"
+
+    def __init__(self, reservations: int = 1) -> None:
+        self.reservations = reservations
+
+    def execute(self, session: Session) -> None:
+        order = [j for j in session.pending_jobs() if j.id not in session.running]
+        for job in order:
+            if job.id in session.evicted:
+                continue
+            status = session.place_job(job)
+            if status.ok or status.code.value == "Unresolvable":
+                continue
+            if len(session.plan.reservations) < self.reservations and (
+                session.quota_refusal(job) is None
+            ):
+                res = reserve(session, job)
+                if res is not None:
+                    session.plan.reservations[job.id] = res
+                    for name in res.nodes:
+                        node = session.state.index[name]
+                        start = session.blocked_nodes.get(node, res.start)
+                        session.blocked_nodes[node] = min(start, res.start)
+        waiting = [j for j in order if j.id in session.plan.pending]
+        starts = estimate_starts(session, waiting)
+        for job_id, res in session.plan.reservations.items():
+            starts[job_id] = res.start
+        session.plan.estimated_start.update(starts)
+
+
+class AllocatePods:
+    """Pod by pod, no gang transaction (the kube-scheduler baseline)."""
+
+    name = "allocate-pods"
+
+    def execute(self, session: Session) -> None:
+        for job in session.pending_jobs():
+            if job.id in session.running:
+                continue
+            placed_any = False
+            for task in job.tasks:
+                if task.id in session.state.allocations:
+                    continue
+                stmt = Statement(session.state)
+                status = session.place_single(task, stmt)
+                if status.ok:
+                    session.commit_tasks(job, stmt)
+                    placed_any = True
+                else:
+                    session.plan.pending[job.id] = status
+                    break
+            if not placed_any and job.id not in session.plan.pending:
+                session.plan.pending[job.id] = Status.waiting("no task placed")

@@ -11,7 +11,7 @@ from gpusched.io.native import load_cluster, load_workload
 from gpusched.io.openb import read_openb_nodes, read_openb_pods
 from gpusched.io.profiles import load_profile
 from gpusched.model import Job, Node
-from gpusched.scheduler import BEST_POLICY, policy_spec
+from gpusched.scheduler import DEFAULT_COMPARISON, policy_spec
 
 __all__ = ["load_jobs", "load_nodes", "parse_seeds", "resolve_profiles"]
 
@@ -46,7 +46,7 @@ def resolve_profiles(policy: str | None, profile: str | None) -> list[ProfileSpe
         raise ConfigError("give either --policy or --profile, not both")
     if profile:
         return [load_profile(profile)]
-    names = [n.strip() for n in (policy or f"kube-default,{BEST_POLICY}").split(",") if n.strip()]
+    names = [n.strip() for n in (policy or ",".join(DEFAULT_COMPARISON)).split(",") if n.strip()]
     if not names:
         raise ConfigError("--policy: expected one or more policy names separated by commas")
     return [policy_spec(n) for n in names]

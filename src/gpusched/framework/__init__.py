@@ -10,10 +10,11 @@ from gpusched.framework.extension import (
     PluginContext,
     QueueSortPlugin,
     ScorePlugin,
+    VictimOrder,
 )
-from gpusched.framework.plan import Bind, Plan
+from gpusched.framework.plan import Bind, Eviction, Plan, Reservation
 from gpusched.framework.profile import PluginSpec, Profile, ProfileSpec, TieBreak
-from gpusched.framework.session import Session, Snapshot
+from gpusched.framework.session import RunningJob, Session, Snapshot
 from gpusched.framework.state import Allocation, ClusterState, VersionClock
 from gpusched.framework.statement import Statement
 from gpusched.framework.status import Code, Status
@@ -26,6 +27,7 @@ __all__ = [
     "ClusterState",
     "Code",
     "CycleContext",
+    "Eviction",
     "FilterPlugin",
     "FloatArray",
     "GpuPicker",
@@ -35,6 +37,8 @@ __all__ = [
     "Profile",
     "ProfileSpec",
     "QueueSortPlugin",
+    "Reservation",
+    "RunningJob",
     "ScorePlugin",
     "Session",
     "Snapshot",
@@ -42,4 +46,5 @@ __all__ = [
     "Status",
     "TieBreak",
     "VersionClock",
+    "VictimOrder",
 ]

@@ -31,7 +31,7 @@ from gpusched.framework.state import ClusterState
 from gpusched.model import Job, Task, TaskShape
 
 if TYPE_CHECKING:
-    from gpusched.framework.session import Session
+    from gpusched.framework.session import RunningJob, Session
 
 __all__ = [
     "Action",
@@ -43,6 +43,7 @@ __all__ = [
     "PluginContext",
     "QueueSortPlugin",
     "ScorePlugin",
+    "VictimOrder",
 ]
 
 BoolArray = NDArray[np.bool_]
@@ -125,11 +126,29 @@ class GpuPicker(Protocol):
 
 @runtime_checkable
 class QueueSortPlugin(Protocol):
-    """The order in which an action considers pending jobs."""
+    """The order in which an action considers pending jobs.
+
+    Given the session (for queue usage and the cycle's time) and the pending jobs; returns them
+    sorted, most deserving first.
+    """
 
     name: str
 
-    def order(self, ctx: CycleContext, jobs: Sequence[Job]) -> list[Job]: ...
+    def order(self, session: Session, jobs: Sequence[Job]) -> list[Job]: ...
+
+
+@runtime_checkable
+class VictimOrder(Protocol):
+    """Which running jobs to evict first when room must be made.
+
+    ``cost`` returns a sort key; jobs with the smallest key are evicted first. Called only for
+    jobs an action already found eligible (lower priority or borrowing, preemptible, past their
+    minimum run time, within their disruption budget).
+    """
+
+    name: str
+
+    def cost(self, session: Session, run: RunningJob) -> tuple[float, ...]: ...
 
 
 @runtime_checkable

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from gpusched.framework.status import Status
 from gpusched.model import JobId, NodeName, TaskId
 
-__all__ = ["Bind", "Plan"]
+__all__ = ["Bind", "Eviction", "Plan", "Reservation"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,12 +25,45 @@ class Bind:
     gpu_milli: int
 
 
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """Evict every task of ``job`` (gangs go whole) so that ``for_job`` can run."""
+
+    job: JobId
+    for_job: JobId
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Nodes held for a blocked job from ``start`` (seconds), EASY-backfill style."""
+
+    job: JobId
+    start: float
+    nodes: tuple[NodeName, ...]
+
+
 @dataclass(slots=True)
 class Plan:
-    """Binds to apply, and a status for every job considered and left pending."""
+    """What one cycle decided.
+
+    Attributes:
+        binds: tasks to place now.
+        evictions: running jobs to evict first (preemption, reclaim); the driver applies them
+            before the binds.
+        nominations: jobs whose binds depend on evictions, with the nodes freed for them; a
+            live driver binds them once the victims are gone, and nothing else may use them.
+        reservations: blocked jobs holding nodes for a future start.
+        pending: status of every job considered and left pending.
+        estimated_start: expected start time of pending jobs (seconds).
+    """
 
     binds: list[Bind] = field(default_factory=list)
     pending: dict[JobId, Status] = field(default_factory=dict)
+    evictions: list[Eviction] = field(default_factory=list)
+    nominations: dict[JobId, tuple[NodeName, ...]] = field(default_factory=dict)
+    reservations: dict[JobId, Reservation] = field(default_factory=dict)
+    estimated_start: dict[JobId, float] = field(default_factory=dict)
 
     def bound_jobs(self) -> set[JobId]:
         return {b.job for b in self.binds}

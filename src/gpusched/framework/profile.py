@@ -19,6 +19,7 @@ from gpusched.framework.extension import (
     GpuPicker,
     QueueSortPlugin,
     ScorePlugin,
+    VictimOrder,
 )
 
 __all__ = ["PluginSpec", "Profile", "ProfileSpec", "TieBreak"]
@@ -46,7 +47,11 @@ class PluginSpec(BaseModel):
 
 
 def _default_filters() -> list[PluginSpec]:
-    return [PluginSpec(name="node-resources-fit"), PluginSpec(name="gpu-model")]
+    return [
+        PluginSpec(name="node-resources-fit"),
+        PluginSpec(name="gpu-model"),
+        PluginSpec(name="node-constraints"),
+    ]
 
 
 class ProfileSpec(BaseModel):
@@ -75,6 +80,13 @@ class ProfileSpec(BaseModel):
         default=TieBreak.FIRST,
         description="`first`: first tied node in cluster order; `random`: uniform among ties.",
     )
+    victim_order: str = Field(
+        default="cheapest", description="Which running jobs preemption and reclaim evict first."
+    )
+    action_args: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Arguments per action name, e.g. `{preempt: {min_runtime_s: 600}}`.",
+    )
     gpu_as_integer: bool = Field(
         default=False,
         description=(
@@ -94,6 +106,7 @@ class Profile:
     filters: tuple[FilterPlugin, ...]
     scores: tuple[tuple[ScorePlugin, float], ...]
     gpu_picker: GpuPicker
+    victim_order: VictimOrder
     tie_break: TieBreak
     gpu_as_integer: bool
     spec: ProfileSpec

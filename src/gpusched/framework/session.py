@@ -14,43 +14,84 @@ Placement of one task (the formula every profile shares)::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from gpusched.framework.extension import CycleContext
-from gpusched.framework.plan import Bind, Plan
+from gpusched.framework.plan import Bind, Eviction, Plan
 from gpusched.framework.profile import Profile, TieBreak
+from gpusched.framework.quota import QuotaBook, job_request
 from gpusched.framework.state import ClusterState
 from gpusched.framework.statement import Statement
 from gpusched.framework.status import Code, Status
-from gpusched.model import MILLI_PER_GPU, Job, Task
+from gpusched.model import MILLI_PER_GPU, Job, JobId, QueueName, QueueTree, Resources, Task
 
-__all__ = ["Session", "Snapshot"]
+__all__ = ["RunningJob", "Session", "Snapshot"]
+
+_NO_FIT = Status(Code.UNSCHEDULABLE, ("no feasible node",))
+
+#: Run time assumed for a job with no estimate and no history (seconds).
+DEFAULT_RUNTIME_S = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    """A job with tasks on nodes: when it started and how often it was evicted before."""
+
+    job: Job
+    start: float
+    evictions: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """Everything a cycle may read: the cluster, the pending jobs, the time and a seed.
+    """Everything a cycle may read: the cluster, the jobs, the queues, the time and a seed.
 
     Attributes:
         state: node capacity, free resources and running allocations.
-        pending: jobs waiting to be placed, in arrival order.
+        pending: jobs waiting to be placed, in arrival order. A job may already have some
+            tasks bound (a driver placing pods one by one); those count towards its gang.
         now: the cycle's time in seconds.
         seed: seeds the cycle's random source (drivers derive it per cycle).
+        running: jobs holding allocations in ``state``, for quota, preemption and backfill.
+        queues: the queue tree; ``None`` disables quota.
+        usage_history: decayed past usage per queue (fair share), kept by the driver.
+        runtime_stats: mean observed run time per ``(user, kind)``, kept by the driver.
+        evictions: how often each pending job was evicted before (disruption budgets).
     """
 
     state: ClusterState
     pending: tuple[Job, ...]
     now: float = 0.0
     seed: int = 0
+    running: Mapping[JobId, RunningJob] = field(default_factory=dict)
+    queues: QueueTree | None = None
+    usage_history: Mapping[QueueName, Mapping[str, float]] = field(default_factory=dict)
+    runtime_stats: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    evictions: Mapping[JobId, int] = field(default_factory=dict)
 
 
 class Session:
     """Working state and plan of one cycle."""
 
-    __slots__ = ("_failed", "ctx", "plan", "profile", "snapshot", "state")
+    __slots__ = (
+        "_end_estimate",
+        "_failed",
+        "blocked_nodes",
+        "ctx",
+        "default_runtime",
+        "ends_cache",
+        "evicted",
+        "plan",
+        "profile",
+        "quota",
+        "running",
+        "running_epoch",
+        "snapshot",
+        "state",
+    )
 
     def __init__(self, snapshot: Snapshot, profile: Profile, ctx: CycleContext) -> None:
         self.snapshot = snapshot
@@ -61,6 +102,23 @@ class Session:
         # Within a cycle free resources only shrink, so a request that failed once fails again:
         # remember the failure per (task shapes, gang size) and skip the retry.
         self._failed: dict[tuple[object, ...], Status] = {}
+        self.running: dict[JobId, RunningJob] = dict(snapshot.running)
+        self.evicted: set[JobId] = set()
+        self.quota: QuotaBook | None = None
+        if snapshot.queues is not None:
+            self.quota = QuotaBook(
+                snapshot.queues,
+                self.state,
+                ((r.job.queue, self.charge_of(r.job)) for r in snapshot.running.values()),
+                snapshot.usage_history,
+            )
+        # EASY backfill: nodes held for a reservation, and the reservation's start time.
+        self.blocked_nodes: dict[int, float] = {}
+        self._end_estimate = 0.0
+        self.default_runtime = DEFAULT_RUNTIME_S
+        # Bumped whenever the set of running jobs changes (caches of expected ends key on it).
+        self.running_epoch = 0
+        self.ends_cache: tuple[int, list[tuple[float, JobId]]] | None = None
 
     # -- placing ---------------------------------------------------------------------------
 
@@ -70,6 +128,10 @@ class Session:
         mask = filters[0].filter(self.ctx, task, self.state)
         for f in filters[1:]:
             mask = mask & f.filter(self.ctx, task, self.state)
+        if self.blocked_nodes:
+            for node, start in self.blocked_nodes.items():
+                if self._end_estimate > start:
+                    mask[node] = False
         return mask
 
     def select_node(self, task: Task, feasible: np.ndarray) -> int:
@@ -89,31 +151,53 @@ class Session:
         ties = np.flatnonzero(masked == masked.max())
         return int(ties[self.ctx.rng.randrange(len(ties))])
 
-    def place_task(self, task: Task, stmt: Statement) -> Status:
-        """Try to place ``task`` inside ``stmt``; a status with reasons when it does not fit."""
+    def place_single(self, task: Task, stmt: Statement) -> Status:
+        """:meth:`place_task` with the per-cycle failure memo (for pod-by-pod placement)."""
+        key = ("task", task.shape)
+        known = self._failed.get(key)
+        if known is not None:
+            return known
+        status = self.place_task(task, stmt)
+        if not status.ok:
+            self._failed[key] = status
+        return status
+
+    def place_task(self, task: Task, stmt: Statement, *, explain: bool = True) -> Status:
+        """Try to place ``task`` inside ``stmt``; a status with reasons when it does not fit
+        (``explain=False``: a bare status, for trial placements that only ask "does it fit?")."""
         if self.profile.gpu_as_integer and task.shape.is_sharing:
             task = Task(task.id, task.job, replace(task.shape, gpu_milli=MILLI_PER_GPU))
         feasible = self.feasible(task)
         if not feasible.any():
-            return self.diagnose(task)
+            return self.diagnose(task) if explain else _NO_FIT
         node = self.select_node(task, feasible)
         gpus = self.profile.gpu_picker.pick(self.ctx, task, self.state, node)
         stmt.allocate(task, node, gpus)
         return Status.success()
 
-    def place_job(self, job: Job) -> Status:
+    def place_job(self, job: Job, *, check_quota: bool = True) -> Status:
         """Place ``job.min_available`` tasks of ``job`` all or nothing; binds go to the plan.
 
-        Filters see only a task's shape, so two jobs with the same shapes and gang size succeed
-        or fail alike; a failed request is remembered for the rest of the cycle.
+        Tasks already bound count towards the gang. Filters see only a task's shape, so two
+        jobs with the same shapes and gang size succeed or fail alike; a failed request is
+        remembered for the rest of the cycle. With queues configured, the job must also pass
+        its queue's limit and either fit its guarantee or be allowed to borrow.
         """
-        key = (job.min_available, *(t.shape for t in job.tasks[: job.min_available]))
+        if check_quota and self.quota is not None:
+            refused = self.quota_refusal(job)
+            if refused is not None:
+                self.plan.pending[job.id] = refused
+                return refused
+        todo = [t for t in job.tasks if t.id not in self.state.allocations]
+        need = job.min_available - (len(job.tasks) - len(todo))
+        key = (max(need, 0), *(t.shape for t in todo[: max(need, 0)]))
         known = self._failed.get(key)
         if known is not None:
             self.plan.pending[job.id] = known
             return known
+        self._end_estimate = self.snapshot.now + self.runtime_estimate(job)
         stmt = Statement(self.state)
-        for task in job.tasks[: job.min_available]:
+        for task in todo[: max(need, 0)]:
             status = self.place_task(task, stmt)
             if not status.ok:
                 placed = len(stmt.allocations)
@@ -123,19 +207,117 @@ class Session:
                         status.code,
                         (
                             f"gang needs {job.min_available} tasks placed together; "
-                            f"{placed} could be placed",
+                            f"{placed + len(job.tasks) - len(todo)} could be placed",
                             *status.reasons,
+                        ),
+                    )
+                if (
+                    status.code is Code.UNSCHEDULABLE
+                    and need > 1
+                    and not self._gang_ever_fits(job, key)
+                ):
+                    status = Status(
+                        Code.UNRESOLVABLE,
+                        (
+                            f"the gang of {need} tasks cannot fit together even on an empty "
+                            "cluster",
+                            *status.reasons[1:],
                         ),
                     )
                 self.plan.pending[job.id] = status
                 self._failed[key] = status
                 return status
+        # Elastic members beyond the gang: best effort, one by one.
+        for task in todo[max(need, 0) :]:
+            single = Statement(self.state)
+            if self.place_task(task, single).ok:
+                stmt.adopt(single)
+        self._commit(job, stmt)
+        return Status.success()
+
+    def _commit(self, job: Job, stmt: Statement) -> None:
+        names = self.state.names
+        allocs = stmt.commit()
+        for alloc in allocs:
+            self.plan.binds.append(
+                Bind(alloc.task, alloc.job, names[alloc.node], alloc.gpus, alloc.gpu_milli)
+            )
+        if self.quota is not None:
+            self.quota.charge(job.queue, self.charge_of(job))
+        self.running[job.id] = RunningJob(job, self.snapshot.now)
+        self.running_epoch += 1
+
+    def commit_tasks(self, job: Job, stmt: Statement) -> None:
+        """Bind the tasks in ``stmt`` without the gang check (pod-by-pod placement); the job
+        counts as running once ``min_available`` of its tasks are bound."""
         names = self.state.names
         for alloc in stmt.commit():
             self.plan.binds.append(
                 Bind(alloc.task, alloc.job, names[alloc.node], alloc.gpus, alloc.gpu_milli)
             )
-        return Status.success()
+        bound = sum(1 for t in job.tasks if t.id in self.state.allocations)
+        if bound >= job.min_available and job.id not in self.running:
+            if self.quota is not None:
+                self.quota.charge(job.queue, self.charge_of(job))
+            self.running[job.id] = RunningJob(job, self.snapshot.now)
+        self.running_epoch += 1
+
+    def charge_of(self, job: Job) -> Resources:
+        """The quota charge of ``job``, with the GPU models its placed tasks landed on."""
+        state = self.state
+        models: list[str] = []
+        for task in job.tasks[: job.min_available]:
+            alloc = state.allocations.get(task.id)
+            mid = int(state.model_id[alloc.node]) if alloc is not None else -1
+            models.append(state.models[mid] if mid >= 0 else "")
+        return job_request(job, models)
+
+    def quota_refusal(self, job: Job) -> Status | None:
+        """Why the queues keep ``job`` waiting right now, or ``None``."""
+        quota = self.quota
+        if quota is None:
+            return None
+        if job.queue not in quota.tree:
+            return Status(
+                Code.UNRESOLVABLE,
+                (
+                    f"queue {job.queue!r} does not exist; "
+                    f"known: {', '.join(q.name for q in quota.tree)}",
+                ),
+            )
+        req = job_request(job)
+        over = quota.over_limit(job.queue, req)
+        if over is not None:
+            return Status(Code.UNSCHEDULABLE, (over,))
+        if not quota.within_guarantee(job.queue, req) and not quota.may_borrow(req):
+            return Status(
+                Code.UNSCHEDULABLE,
+                (
+                    f"{quota.describe(job.queue)}; the job needs {req['gpu'] / 1000:g} GPUs "
+                    f"beyond it and only {max(quota.borrowable(), 0) / 1000:g} can be borrowed",
+                ),
+            )
+        return None
+
+    def runtime_estimate(self, job: Job) -> float:
+        """The job's run time as the scheduler may know it: the user's estimate, else the
+        mean of completed jobs of the same user and kind, else the default."""
+        if job.runtime_estimate is not None:
+            return job.runtime_estimate
+        learned = self.snapshot.runtime_stats.get((job.user, job.kind.value))
+        return learned if learned is not None else self.default_runtime
+
+    def evict(self, job_id: JobId, for_job: JobId, reason: str) -> None:
+        """Release every task of running job ``job_id`` in the working state (whole gang)."""
+        run = self.running.pop(job_id)
+        self.running_epoch += 1
+        if self.quota is not None:
+            self.quota.refund(run.job.queue, self.charge_of(run.job))
+        for task in run.job.tasks:
+            if task.id in self.state.allocations:
+                self.state.release(task.id)
+        self.evicted.add(job_id)
+        self.plan.evictions.append(Eviction(job_id, for_job, reason))
 
     # -- explaining ------------------------------------------------------------------------
 
@@ -147,6 +329,25 @@ class Session:
             never = [r for f in self.profile.filters if (r := f.explain(self.ctx, task, empty))]
             return Status(Code.UNRESOLVABLE, ("cannot fit on any node even when empty", *never))
         return Status(Code.UNSCHEDULABLE, tuple(reasons) or ("no feasible node",))
+
+    def _gang_ever_fits(self, job: Job, key: tuple[object, ...]) -> bool:
+        """Whether the gang (``key``: its unplaced shapes) fits an empty cluster; cached."""
+        cache = self.state.layout_cache
+        ckey = ("gang-ever-fits", repr(self.profile.spec.filters), key)
+        ever = cache.get(ckey)
+        if ever is None:
+            original = self.state
+            scratch = original.empty().copy()
+            self.state = scratch
+            try:
+                stmt = Statement(scratch)
+                todo = [t for t in job.tasks if t.id not in original.allocations]
+                ever = all(self.place_task(t, stmt, explain=False).ok for t in todo[: len(key) - 1])
+                stmt.rollback()
+            finally:
+                self.state = original
+            cache[ckey] = ever
+        return bool(ever)
 
     def _could_ever_fit(self, task: Task) -> bool:
         """Whether some node passes every filter when the cluster is empty (cached per shape)."""
@@ -163,4 +364,4 @@ class Session:
 
     def pending_jobs(self) -> Sequence[Job]:
         """Pending jobs in the profile's queue order."""
-        return self.profile.queue_sort.order(self.ctx, self.snapshot.pending)
+        return self.profile.queue_sort.order(self, self.snapshot.pending)

@@ -22,7 +22,7 @@ Node order is meaningful: when scores tie, the scheduler may pick the first node
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -82,25 +82,39 @@ class VersionClock:
 
 
 class AllocationMap:
-    """Task -> allocation, layered over a read-only base so a working copy costs O(1).
+    """Task -> allocation, layered over a frozen base so a working copy costs O(1).
 
-    A cycle's working state records its own additions and removals here and leaves the
-    snapshot's map untouched; lookups fall through to the base.
+    A layer records its own additions and removals and reads through to its base for the rest.
+    A base is never changed once another layer sits on it: :class:`ClusterState` gives itself a
+    fresh layer before changing a map that a copy reads through (see ``ClusterState.copy``),
+    and flattens its chain when it grows deeper than :data:`MAX_DEPTH`.
     """
 
-    __slots__ = ("_added", "_base", "_removed")
+    __slots__ = ("_added", "_base", "_removed", "depth")
 
-    def __init__(self, base: AllocationMap | dict[TaskId, Allocation] | None = None) -> None:
-        self._base: AllocationMap | dict[TaskId, Allocation] = base if base is not None else {}
+    MAX_DEPTH = 64
+
+    def __init__(self, base: AllocationMap | Mapping[TaskId, Allocation] | None = None) -> None:
+        if base is not None and not isinstance(base, AllocationMap):
+            root = AllocationMap()
+            root._added = dict(base)
+            base = root
+        self._base = base
         self._added: dict[TaskId, Allocation] = {}
         self._removed: set[TaskId] = set()
+        self.depth: int = 0 if base is None else base.depth + 1
+
+    def _in_base(self, task: object) -> bool:
+        return self._base is not None and task in self._base
 
     def __contains__(self, task: object) -> bool:
-        return task in self._added or (task in self._base and task not in self._removed)
+        if task in self._added:
+            return True
+        return task not in self._removed and self._in_base(task)
 
     def get(self, task: TaskId) -> Allocation | None:
         found = self._added.get(task)
-        if found is not None or task in self._removed:
+        if found is not None or task in self._removed or self._base is None:
             return found
         return self._base.get(task)
 
@@ -112,13 +126,14 @@ class AllocationMap:
 
     def __setitem__(self, task: TaskId, alloc: Allocation) -> None:
         self._added[task] = alloc
-        self._removed.discard(task)
 
     def pop(self, task: TaskId) -> Allocation | None:
         found = self._added.pop(task, None)
         if found is not None:
+            if self._in_base(task):
+                self._removed.add(task)  # keep the base's entry hidden
             return found
-        if task in self._removed:
+        if task in self._removed or self._base is None:
             return None
         found = self._base.get(task)
         if found is not None:
@@ -126,9 +141,10 @@ class AllocationMap:
         return found
 
     def values(self) -> Iterator[Allocation]:
-        for task, alloc in self._base.items():
-            if task not in self._removed and task not in self._added:
-                yield alloc
+        if self._base is not None:
+            for alloc in self._base.values():
+                if alloc.task not in self._removed and alloc.task not in self._added:
+                    yield alloc
         yield from self._added.values()
 
     def items(self) -> Iterator[tuple[TaskId, Allocation]]:
@@ -141,6 +157,12 @@ class AllocationMap:
 
     def __len__(self) -> int:
         return sum(1 for _ in self.values())
+
+    def flattened(self) -> AllocationMap:
+        """One layer holding the same entries."""
+        flat = AllocationMap()
+        flat._added = {a.task: a for a in self.values()}
+        return flat
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +188,7 @@ class ClusterState:
 
     __slots__ = (
         "_layout",
+        "_shared",
         "allocations",
         "clock",
         "cpu_cap",
@@ -205,6 +228,7 @@ class ClusterState:
     clock: VersionClock
     allocations: AllocationMap
     _layout: _Layout
+    _shared: bool
 
     @classmethod
     def from_nodes(cls, nodes: Sequence[Node], *, models: Iterable[GpuModel] = ()) -> ClusterState:
@@ -250,6 +274,7 @@ class ClusterState:
         self.version = np.zeros(n, dtype=np.int64)
         self.allocations = AllocationMap()
         self._layout = _Layout()
+        self._shared = False
         return self
 
     # -- views -----------------------------------------------------------------------------
@@ -294,7 +319,11 @@ class ClusterState:
         other.shape_count = self.shape_count.copy()
         other.version = self.version.copy()
         other.clock = self.clock
+        # Both states now read through the current map, which must not change any more: the
+        # next change to this state happens on a fresh layer (see _own_allocations).
+        self._shared = True
         other.allocations = AllocationMap(self.allocations)
+        other._shared = False
         other._layout = self._layout
         return other
 
@@ -325,6 +354,16 @@ class ClusterState:
 
     # -- changes ---------------------------------------------------------------------------
 
+    def _own_allocations(self) -> AllocationMap:
+        """The allocation map, made safe to change (not read through by any copy)."""
+        if self._shared:
+            base = self.allocations
+            self.allocations = (
+                base.flattened() if base.depth >= AllocationMap.MAX_DEPTH else AllocationMap(base)
+            )
+            self._shared = False
+        return self.allocations
+
     def allocate(
         self, task: Task, node: int, gpus: tuple[int, ...], gpu_milli: int | None = None
     ) -> Allocation:
@@ -337,7 +376,8 @@ class ClusterState:
         shape = task.shape
         if gpu_milli is not None and gpu_milli != shape.gpu_milli:
             shape = replace(shape, gpu_milli=gpu_milli)
-        if task.id in self.allocations:
+        allocations = self._own_allocations()
+        if task.id in allocations:
             raise InvariantError(f"task {task.id} is already allocated")
         if len(gpus) != shape.num_gpu:
             raise InvariantError(f"task {task.id} needs {shape.num_gpu} GPUs, got {gpus}")
@@ -360,12 +400,32 @@ class ClusterState:
         alloc = Allocation(
             task.id, task.job, node, gpus, shape.gpu_milli, shape.cpu_milli, shape.memory_mib
         )
-        self.allocations[task.id] = alloc
+        allocations[task.id] = alloc
         return alloc
+
+    def release_many(self, task_ids: Iterable[TaskId]) -> None:
+        """Release several tasks at once, with vector updates (same result as one by one)."""
+        allocations = self._own_allocations()
+        allocs = [a for t in task_ids if (a := allocations.pop(t)) is not None]
+        if not allocs:
+            return
+        nodes = np.fromiter((a.node for a in allocs), dtype=np.int64, count=len(allocs))
+        np.add.at(self.cpu_free, nodes, [a.cpu_milli for a in allocs])
+        np.add.at(self.mem_free, nodes, [a.memory_mib for a in allocs])
+        g_nodes = [a.node for a in allocs for _ in a.gpus]
+        if g_nodes:
+            g_idx = [g for a in allocs for g in a.gpus]
+            g_amt = [a.gpu_milli for a in allocs for _ in a.gpus]
+            np.add.at(self.gpu_free, (g_nodes, g_idx), g_amt)
+            np.add.at(self.gpu_idle, g_nodes, g_amt)
+        classes = [shape_class(len(a.gpus), a.gpu_milli) for a in allocs]
+        np.add.at(self.shape_count, (nodes, np.asarray(classes, dtype=np.int64)), -1)
+        for node in set(nodes.tolist()):
+            self.version[node] = self.clock.tick()
 
     def release(self, task_id: TaskId) -> Allocation:
         """Return the resources held by ``task_id`` to its node."""
-        alloc = self.allocations.pop(task_id)
+        alloc = self._own_allocations().pop(task_id)
         if alloc is None:
             raise InvariantError(f"task {task_id} holds no allocation")
         node = alloc.node

@@ -28,10 +28,16 @@ class Statement:
     def allocations(self) -> tuple[Allocation, ...]:
         return tuple(self._done)
 
-    def allocate(self, task: Task, node: int, gpus: tuple[int, ...]) -> Allocation:
-        alloc = self.state.allocate(task, node, gpus)
+    def allocate(
+        self, task: Task, node: int, gpus: tuple[int, ...], gpu_milli: int | None = None
+    ) -> Allocation:
+        alloc = self.state.allocate(task, node, gpus, gpu_milli)
         self._done.append(alloc)
         return alloc
+
+    def adopt(self, other: Statement) -> None:
+        """Take over the allocations of ``other`` (committed into this statement)."""
+        self._done.extend(other.commit())
 
     def commit(self) -> tuple[Allocation, ...]:
         self._open = False

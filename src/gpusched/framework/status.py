@@ -41,5 +41,10 @@ class Status:
     def success(cls) -> Status:
         return _SUCCESS
 
+    @classmethod
+    def waiting(cls, reason: str) -> Status:
+        """Not tried this cycle (e.g. behind the head of a FIFO queue)."""
+        return cls(Code.UNSCHEDULABLE, (reason,))
+
 
 _SUCCESS = Status(Code.SUCCESS)

@@ -31,12 +31,13 @@ class Row:
         return TraceError(self.path, self.line, field, problem)
 
     def text(self, field: str, default: str | None = None) -> str:
-        value = self.values.get(field)
-        if value is None or (value == "" and default is not None):
+        """The field's text; ``default`` when empty, else an error for a required field."""
+        value = (self.values.get(field) or "").strip()
+        if not value:
             if default is not None:
                 return default
-            raise self.error(field, "missing value")
-        return value.strip()
+            raise self.error(field, "missing value; expected a non-empty name")
+        return value
 
     def integer(
         self,

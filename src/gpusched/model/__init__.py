@@ -1,12 +1,29 @@
 """The vocabulary of gpusched: nodes, GPUs, tasks and jobs, as plain frozen values."""
 
+from gpusched.model.constraints import (
+    NO_CONSTRAINTS,
+    Constraints,
+    Effect,
+    Expression,
+    Operator,
+    Taint,
+    Toleration,
+)
 from gpusched.model.ids import GpuModel, JobId, NodeName, QueueName, TaskId
 from gpusched.model.node import Gpu, Node
-from gpusched.model.resources import MILLI_PER_GPU
+from gpusched.model.queue import QueueSpec, QueueTree
+from gpusched.model.resources import CPU, GPU, MEMORY, MILLI_PER_GPU, Resources, gpu_model_resource
 from gpusched.model.task import Job, JobKind, Task, TaskShape
 
 __all__ = [
+    "CPU",
+    "GPU",
+    "MEMORY",
     "MILLI_PER_GPU",
+    "NO_CONSTRAINTS",
+    "Constraints",
+    "Effect",
+    "Expression",
     "Gpu",
     "GpuModel",
     "Job",
@@ -14,8 +31,15 @@ __all__ = [
     "JobKind",
     "Node",
     "NodeName",
+    "Operator",
     "QueueName",
+    "QueueSpec",
+    "QueueTree",
+    "Resources",
+    "Taint",
     "Task",
     "TaskId",
     "TaskShape",
+    "Toleration",
+    "gpu_model_resource",
 ]

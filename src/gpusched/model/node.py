@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from gpusched.model.constraints import Taint
 from gpusched.model.ids import GpuModel, NodeName
 
 __all__ = ["Gpu", "Node"]
@@ -39,6 +40,7 @@ class Node:
         memory_mib: allocatable memory in MiB.
         gpus: the node's GPUs in index order (empty for a CPU-only node).
         labels: Kubernetes-style labels (topology, pools, ...).
+        taints: Kubernetes-style taints; tasks need matching tolerations.
     """
 
     name: NodeName
@@ -46,6 +48,7 @@ class Node:
     memory_mib: int
     gpus: tuple[Gpu, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
 
     @property
     def gpu_count(self) -> int:
@@ -67,7 +70,8 @@ class Node:
         gpu_model: str = "",
         gpu_memory_mib: int = 0,
         labels: Mapping[str, str] | None = None,
+        taints: tuple[Taint, ...] = (),
     ) -> Node:
         """Build a homogeneous node: ``gpu_count`` GPUs of one model."""
         gpus = tuple(Gpu(i, GpuModel(gpu_model), gpu_memory_mib) for i in range(gpu_count))
-        return cls(NodeName(name), cpu_milli, memory_mib, gpus, dict(labels or {}))
+        return cls(NodeName(name), cpu_milli, memory_mib, gpus, dict(labels or {}), taints)

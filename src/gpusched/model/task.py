@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from gpusched.model.constraints import NO_CONSTRAINTS, Constraints
 from gpusched.model.ids import GpuModel, JobId, QueueName, TaskId
 from gpusched.model.resources import MILLI_PER_GPU
 
@@ -38,6 +39,7 @@ class TaskShape:
         num_gpu: number of GPUs (0 for a CPU-only task).
         gpu_milli: share of *each* GPU in thousandths; below 1000 only when ``num_gpu == 1``.
         gpu_models: GPU models the task accepts; empty means any model.
+        constraints: node selector, tolerations and affinity (see :mod:`.constraints`).
     """
 
     cpu_milli: int
@@ -45,6 +47,7 @@ class TaskShape:
     num_gpu: int = 0
     gpu_milli: int = 0
     gpu_models: frozenset[GpuModel] = frozenset()
+    constraints: Constraints = NO_CONSTRAINTS
 
     @property
     def is_sharing(self) -> bool:
@@ -77,8 +80,16 @@ class Job:
         queue: the queue the job is charged to.
         priority: larger runs first and may preempt smaller (used by the batch actions).
         submit_time: seconds from the start of the workload.
-        duration: seconds the job runs once started; ``None`` runs until the end.
+        duration: seconds the job runs once started; ``None`` runs until the end. Only a
+            simulator knows this; the scheduler sees ``runtime_estimate``.
         kind: what the job is for.
+        priority_class: name of the job's priority class (informational once resolved).
+        preemptible: whether the job may be evicted to make room for others.
+        runtime_estimate: the user's estimate of the run time in seconds, if given.
+        user: who submitted the job (runtime estimates are learned per user and kind).
+
+    Tasks beyond ``min_available`` are *elastic*: placed when they fit, and the first to be
+    evicted under pressure.
     """
 
     id: JobId
@@ -90,15 +101,22 @@ class Job:
     duration: float | None = None
     kind: JobKind = JobKind.BATCH
     labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    priority_class: str = ""
+    preemptible: bool = True
+    runtime_estimate: float | None = None
+    user: str = ""
+
+    gpu_milli: int = field(init=False, default=0, compare=False)
+    """Total GPU request of the job's gang (``min_available`` tasks) in milli-GPU."""
+    cpu_milli: int = field(init=False, default=0, compare=False)
+    """Total CPU request of the job's gang in millicores."""
 
     def __post_init__(self) -> None:
         if self.min_available <= 0:
             object.__setattr__(self, "min_available", len(self.tasks))
-
-    @property
-    def gpu_milli(self) -> int:
-        """Total GPU request of the job in milli-GPU."""
-        return sum(t.shape.total_gpu_milli for t in self.tasks)
+        gang = self.tasks[: self.min_available]
+        object.__setattr__(self, "gpu_milli", sum(t.shape.total_gpu_milli for t in gang))
+        object.__setattr__(self, "cpu_milli", sum(t.shape.cpu_milli for t in gang))
 
     @classmethod
     def single(

@@ -103,6 +103,9 @@ class Fgd:
         stale = np.flatnonzero(feasible & (cache.stamp != state.version))
         if len(stale):
             delta, gpu = self._delta(task, state, stale)
+            # F(before) and F(after) may come from batches of different sizes, whose sums round
+            # differently in the last bits; round delta to 1e-6 milli so a zero stays zero.
+            delta = np.round(delta, 6)
             cache.score[stale] = np.floor(100.0 / (1.0 + np.exp(-delta / 1000.0)))
             cache.gpu[stale] = gpu
             cache.stamp[stale] = state.version[stale]

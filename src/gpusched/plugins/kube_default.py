@@ -2,7 +2,8 @@
 
 ``least-allocated`` (NodeResourcesFit, LeastAllocated strategy) over CPU and memory::
 
-    score(n) = floor( mean_r (free_r(n) - req_r) / cap_r(n) * 100 )      r in {cpu, memory}
+    score_r(n) = floor( (free_r(n) - req_r) * 100 / cap_r(n) )   (integers)   r in {cpu, memory}
+    score(n)   = floor( (score_cpu(n) + score_memory(n)) / 2 )
 
 ``balanced-allocation`` (NodeResourcesBalancedAllocation) over CPU and memory::
 
@@ -18,29 +19,37 @@ configuration does not weigh extended resources.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
 from gpusched.framework import BoolArray, ClusterState, CycleContext, FloatArray
 from gpusched.model import Task
 
 __all__ = ["BalancedAllocationScore", "LeastAllocatedScore"]
 
+I64 = NDArray[np.int64]
 
-def _fractions_free(state: ClusterState, task: Task) -> tuple[FloatArray, FloatArray]:
-    cpu = (state.cpu_free - task.shape.cpu_milli) / np.maximum(state.cpu_cap, 1)
-    mem = (state.mem_free - task.shape.memory_mib) / np.maximum(state.mem_cap, 1)
-    return cpu, mem
+
+def _free_percent(free: I64, request: int, cap: I64) -> I64:
+    """``floor((free - request) * 100 / cap)`` in integers, 0 for a zero capacity."""
+    return np.where(cap > 0, (free - request) * 100 // np.maximum(cap, 1), 0)
 
 
 class LeastAllocatedScore:
-    """Spread: prefer the node with the most CPU and memory left (see module docstring)."""
+    """Spread: prefer the node with the most CPU and memory left (see module docstring).
+
+    Integer arithmetic as in kube-scheduler: each resource's score is
+    ``floor((free - req) * 100 / cap)`` and the node's score their integer mean.
+    """
 
     name = "least-allocated"
 
     def score(
         self, ctx: CycleContext, task: Task, state: ClusterState, feasible: BoolArray
     ) -> FloatArray:
-        cpu, mem = _fractions_free(state, task)
-        return np.floor(np.clip((cpu + mem) / 2.0, 0.0, 1.0) * 100.0)
+        s = task.shape
+        cpu = _free_percent(state.cpu_free, s.cpu_milli, state.cpu_cap)
+        mem = _free_percent(state.mem_free, s.memory_mib, state.mem_cap)
+        return np.asarray(np.clip((cpu + mem) // 2, 0, 100), dtype=np.float64)
 
 
 class BalancedAllocationScore:
@@ -51,7 +60,9 @@ class BalancedAllocationScore:
     def score(
         self, ctx: CycleContext, task: Task, state: ClusterState, feasible: BoolArray
     ) -> FloatArray:
-        cpu, mem = _fractions_free(state, task)
+        s = task.shape
+        cpu = (state.cpu_free - s.cpu_milli) / np.maximum(state.cpu_cap, 1)
+        mem = (state.mem_free - s.memory_mib) / np.maximum(state.mem_cap, 1)
         # std of two values is half their distance; used fractions are 1 - free fractions.
-        std = np.abs((1.0 - cpu) - (1.0 - mem)) / 2.0
+        std = np.abs(cpu - mem) / 2.0
         return np.floor(np.clip(1.0 - std, 0.0, 1.0) * 100.0)

@@ -1,16 +1,24 @@
 """Queue order plugins: in which order an action tries pending jobs.
 
-``fifo``: by submit time, then by the order the driver listed them (stable).
+* ``fifo``: by submit time (stable).
+* ``priority``: higher priority first, then by submit time.
+* ``fair-share``: higher priority first; among equal priority, the job of the queue with the
+  lowest weighted dominant share first (current plus decayed usage, see
+  :mod:`gpusched.framework.quota`), then by submit time::
+
+      key(j) = (-priority_j, share(queue_j), submit_j)
+
+  Without queues configured it is ``priority``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpusched.framework import CycleContext
+from gpusched.framework import Session
 from gpusched.model import Job
 
-__all__ = ["Fifo"]
+__all__ = ["FairShare", "Fifo", "PriorityOrder"]
 
 
 class Fifo:
@@ -18,5 +26,27 @@ class Fifo:
 
     name = "fifo"
 
-    def order(self, ctx: CycleContext, jobs: Sequence[Job]) -> list[Job]:
+    def order(self, session: Session, jobs: Sequence[Job]) -> list[Job]:
         return sorted(jobs, key=lambda j: j.submit_time)
+
+
+class PriorityOrder:
+    """Priority, then age (see module docstring)."""
+
+    name = "priority"
+
+    def order(self, session: Session, jobs: Sequence[Job]) -> list[Job]:
+        return sorted(jobs, key=lambda j: (-j.priority, j.submit_time))
+
+
+class FairShare:
+    """Priority, then the queue furthest below its fair share (see module docstring)."""
+
+    name = "fair-share"
+
+    def order(self, session: Session, jobs: Sequence[Job]) -> list[Job]:
+        quota = session.quota
+        if quota is None:
+            return sorted(jobs, key=lambda j: (-j.priority, j.submit_time))
+        shares = {q: quota.share(q) for q in {j.queue for j in jobs}}
+        return sorted(jobs, key=lambda j: (-j.priority, shares[j.queue], j.submit_time))

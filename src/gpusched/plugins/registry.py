@@ -19,9 +19,11 @@ from gpusched.plugins.filters import GpuModelFilter, NodeResourcesFit
 from gpusched.plugins.gpu_clustering import GpuClusteringScore
 from gpusched.plugins.gpu_packing import GpuPackingScore
 from gpusched.plugins.kube_default import BalancedAllocationScore, LeastAllocatedScore
+from gpusched.plugins.node_constraints import NodeConstraints, NodePreference
 from gpusched.plugins.pickers import BestFitGpu, FirstFitGpu, RandomGpu
-from gpusched.plugins.queue_sort import Fifo
+from gpusched.plugins.queue_sort import FairShare, Fifo, PriorityOrder
 from gpusched.plugins.random_choice import RandomScore
+from gpusched.plugins.victims import CheapestVictims
 
 __all__ = ["PLUGINS", "PluginFactory", "create_plugin"]
 
@@ -42,6 +44,8 @@ PLUGINS: dict[str, PluginFactory] = {
     # filters
     "node-resources-fit": _no_args(NodeResourcesFit),
     "gpu-model": _no_args(GpuModelFilter),
+    "node-constraints": _no_args(NodeConstraints),
+    "node-preference": _no_args(NodePreference),
     # scores
     "random": _no_args(RandomScore),
     "dot-product": _no_args(DotProductScore),
@@ -56,7 +60,10 @@ PLUGINS: dict[str, PluginFactory] = {
     "first-fit-gpu": _no_args(FirstFitGpu),
     "random-gpu": _no_args(RandomGpu),
     # queue order
+    "cheapest": _no_args(CheapestVictims),
     "fifo": _no_args(Fifo),
+    "priority": _no_args(PriorityOrder),
+    "fair-share": _no_args(FairShare),
 }
 
 

@@ -20,6 +20,7 @@ from gpusched.framework import (
     ProfileSpec,
     QueueSortPlugin,
     ScorePlugin,
+    VictimOrder,
 )
 from gpusched.plugins import create_plugin
 
@@ -54,7 +55,16 @@ def build_profile(spec: ProfileSpec, ctx: PluginContext | None = None) -> Profil
                 f"profile {spec.name!r}, actions[{i}]: unknown action {name!r}; "
                 f"known: {', '.join(sorted(ACTIONS))}"
             )
-        actions.append(factory())
+        try:
+            actions.append(factory(**spec.action_args.get(name, {})))
+        except TypeError as exc:
+            raise ConfigError(f"profile {spec.name!r}, action_args.{name}: {exc}") from None
+    unknown = sorted(set(spec.action_args) - set(spec.actions))
+    if unknown:
+        raise ConfigError(
+            f"profile {spec.name!r}, action_args: {unknown[0]!r} is not one of the profile's "
+            f"actions ({', '.join(spec.actions)})"
+        )
     if not spec.filters:
         raise ConfigError(f"profile {spec.name!r}, filters: at least one filter is required")
     return Profile(
@@ -66,6 +76,7 @@ def build_profile(spec: ProfileSpec, ctx: PluginContext | None = None) -> Profil
             (get(f"scores[{i}]", s, ScorePlugin), s.weight) for i, s in enumerate(spec.scores)
         ),
         gpu_picker=get("gpu_picker", spec.gpu_picker, GpuPicker),
+        victim_order=get("victim_order", PluginSpec(name=spec.victim_order), VictimOrder),
         tie_break=spec.tie_break,
         gpu_as_integer=spec.gpu_as_integer,
         spec=spec,

@@ -10,6 +10,8 @@ clustering     same GPU shape together (GpuClustering)
 packing        fill shared GPUs, then used nodes (GpuPacking)
 bestfit        least weighted leftover (BestFit)
 fgd            fragmentation gradient descent (the FGD paper)
+fifo-gang      strict FIFO, gangs all or nothing (the batch baseline)
+gpusched       backfill + reclaim + preemption + fair share, FGD placement
 =============  ==================================================================
 """
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 from gpusched.errors import ConfigError
 from gpusched.framework import PluginSpec, ProfileSpec, TieBreak
 
-__all__ = ["BEST_POLICY", "POLICIES", "policy_spec"]
+__all__ = ["BEST_POLICY", "DEFAULT_COMPARISON", "POLICIES", "policy_spec"]
 
 _BEST_FIT_GPU = PluginSpec(name="best-fit-gpu")
 
@@ -37,7 +39,12 @@ def _spec(
 POLICIES: dict[str, ProfileSpec] = {
     "kube-default": ProfileSpec(
         name="kube-default",
-        description="stock kube-scheduler: GPUs as integer counts, least-allocated spreading",
+        description=(
+            "stock kube-scheduler: pods one by one (gangs may be left partial), GPUs as "
+            "integer counts, least-allocated spreading"
+        ),
+        actions=["allocate-pods"],
+        queue_sort="priority",
         scores=[PluginSpec(name="least-allocated"), PluginSpec(name="balanced-allocation")],
         gpu_picker=PluginSpec(name="first-fit-gpu"),
         tie_break=TieBreak.RANDOM,
@@ -55,10 +62,35 @@ POLICIES: dict[str, ProfileSpec] = {
     ),
     "bestfit": _spec("bestfit", "least weighted CPU+GPU leftover", "best-fit"),
     "fgd": _spec("fgd", "fragmentation gradient descent", "fgd", PluginSpec(name="fgd")),
+    "fifo-gang": ProfileSpec(
+        name="fifo-gang",
+        description="strict FIFO, gangs all or nothing, FGD placement (the batch baseline)",
+        actions=["allocate-fifo"],
+        scores=[PluginSpec(name="fgd")],
+        gpu_picker=PluginSpec(name="fgd"),
+    ),
+    "gpusched": ProfileSpec(
+        name="gpusched",
+        description=(
+            "gpusched batch: gangs, EASY backfill with a reservation, quota reclaim, "
+            "priority preemption, fair share, FGD placement"
+        ),
+        actions=["backfill", "reclaim", "preempt"],
+        queue_sort="fair-share",
+        filters=[
+            PluginSpec(name="node-resources-fit"),
+            PluginSpec(name="gpu-model"),
+            PluginSpec(name="node-constraints"),
+        ],
+        scores=[PluginSpec(name="fgd"), PluginSpec(name="node-preference", weight=0.2)],
+        gpu_picker=PluginSpec(name="fgd"),
+    ),
 }
 
-#: The policy ``gpusched simulate`` compares against kube-default by default.
-BEST_POLICY = "fgd"
+#: The policy ``gpusched simulate`` compares against the baselines by default.
+BEST_POLICY = "gpusched"
+#: What ``gpusched simulate`` runs with no ``--policy``: the baselines, then gpusched.
+DEFAULT_COMPARISON = ("kube-default", "fifo-gang", BEST_POLICY)
 
 
 def policy_spec(name: str) -> ProfileSpec:

@@ -5,16 +5,24 @@ Loop::
     push ARRIVAL(job) for every job at its submit time
     while events:
         t = time of the next event
-        pop every event at t:  COMPLETION -> release the job's tasks
+        pop every event at t:  COMPLETION -> release the job's tasks (stale ones are ignored)
                                ARRIVAL    -> add the job to the pending list
-        plan = schedule(Snapshot(state, pending, t, seed_t), profile)
-        apply plan: allocate each bind; push COMPLETION(job) at t + duration
+        plan = schedule(Snapshot(state, pending, t, seed_t, running, queues, ...), profile)
+        apply plan: evictions first (release, requeue, count), then binds; a job starts when
+        min_available of its tasks are bound, and gets COMPLETION at t + duration
         pending jobs marked Unresolvable are rejected (never retried);
         with ``drop_unplaced`` (the openb protocol) every job gets exactly one try
         observers see the state after the cycle
 
 The cycle seed is derived from the run seed and the cycle number, so a run is a pure function of
 (cluster, jobs, profile, seed): the same inputs give the same event log, byte for byte.
+
+What the driver keeps for the scheduler between cycles (the scheduler itself keeps nothing):
+running jobs and their start times, per-job eviction counts, the mean observed run time per
+``(user, kind)`` (for backfill estimates), and each queue's decayed usage for fair share, an
+exponentially weighted average of its usage with half-life ``h``::
+
+    H_q(t + dt) = H_q(t) * 2^(-dt/h) + U_q(t) * (1 - 2^(-dt/h))
 """
 
 from __future__ import annotations
@@ -23,8 +31,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gpusched.errors import InvariantError
-from gpusched.framework import ClusterState, Code, Plan, Profile, Snapshot, Status
-from gpusched.model import Job, JobId, Node, Task, TaskId
+from gpusched.framework import (
+    ClusterState,
+    Code,
+    Plan,
+    Profile,
+    RunningJob,
+    Snapshot,
+    Status,
+)
+from gpusched.framework.quota import job_request
+from gpusched.model import CPU, GPU, MEMORY, Job, JobId, Node, QueueName, QueueTree, Task, TaskId
 from gpusched.scheduler import schedule
 from gpusched.sim.events import EventHeap, EventKind
 
@@ -44,12 +61,14 @@ class SimOptions:
         ignore_durations: jobs never finish (openb protocol).
         sequential_arrivals: ignore submit times; job ``i`` arrives at time ``i``.
         record_events: keep the event log (for determinism checks and debugging).
+        fair_share_half_life_s: half-life of the decayed queue usage used by fair share.
     """
 
     drop_unplaced: bool = False
     ignore_durations: bool = False
     sequential_arrivals: bool = False
     record_events: bool = False
+    fair_share_half_life_s: float = 4 * 3600.0
 
 
 @dataclass(slots=True)
@@ -61,10 +80,14 @@ class JobRecord:
     start: float | None = None
     end: float | None = None
     status: Status | None = None
+    evictions: int = 0
+    first_start: float | None = None
+    estimated_start: float | None = None
 
     @property
     def wait(self) -> float | None:
-        return None if self.start is None else self.start - self.arrival
+        """Arrival to first start (seconds)."""
+        return None if self.first_start is None else self.first_start - self.arrival
 
 
 @dataclass(slots=True)
@@ -77,6 +100,7 @@ class Simulation:
     seed: int = 0
     options: SimOptions = field(default_factory=SimOptions)
     observers: list[Callable[[Simulation], None]] = field(default_factory=list)
+    queues: QueueTree | None = None
 
     state: ClusterState = field(init=False)
     now: float = field(init=False, default=0.0)
@@ -85,9 +109,18 @@ class Simulation:
     arrived_milli: int = field(init=False, default=0)
     placed_milli: int = field(init=False, default=0)
     events: list[tuple[float, str, str, str]] = field(init=False, default_factory=list)
+    running: dict[JobId, RunningJob] = field(init=False, default_factory=dict)
+    preemptions: int = field(init=False, default=0)
+    preemption_pairs: set[tuple[JobId, JobId]] = field(init=False, default_factory=set)
+    preemption_loops: int = field(init=False, default=0)
+    last_plan: Plan | None = field(init=False, default=None)
+    usage_history: dict[QueueName, dict[str, float]] = field(init=False, default_factory=dict)
     _tasks: dict[TaskId, Task] = field(init=False, default_factory=dict)
     _pending: dict[JobId, Job] = field(init=False, default_factory=dict)
     _heap: EventHeap = field(init=False, default_factory=EventHeap)
+    _generation: dict[JobId, int] = field(init=False, default_factory=dict)
+    _runtime_sum: dict[tuple[str, str], tuple[float, int]] = field(init=False, default_factory=dict)
+    _history_time: float = field(init=False, default=0.0)
 
     def __post_init__(self) -> None:
         self.state = ClusterState.from_nodes(self.nodes)
@@ -109,11 +142,13 @@ class Simulation:
         arrived = 0
         while len(heap):
             now = heap.peek_time()
+            self._decay_history(now)
             self.now = now
             while len(heap) and heap.peek_time() == now:
                 ev = heap.pop()
                 if ev.kind is EventKind.COMPLETION:
-                    self._complete(ev.job)
+                    if ev.tag == self._generation.get(ev.job):
+                        self._complete(ev.job)
                 else:
                     arrived += 1
                     self._arrive(ev.job)
@@ -125,59 +160,140 @@ class Simulation:
                 progress(arrived, total)
         return self
 
+    def _log(self, kind: str, who: str, what: str = "") -> None:
+        if self.options.record_events:
+            self.events.append((self.now, kind, who, what))
+
     def _arrive(self, job_id: JobId) -> None:
         job = self.records[job_id].job
         self._pending[job_id] = job
         self.arrived_milli += job.gpu_milli
-        if self.options.record_events:
-            self.events.append((self.now, "arrive", job_id, ""))
+        self._log("arrive", job_id)
+
+    def _release(self, job: Job) -> None:
+        for task in job.tasks:
+            if task.id in self.state.allocations:
+                self.state.release(task.id)
 
     def _complete(self, job_id: JobId) -> None:
         rec = self.records[job_id]
-        for task in rec.job.tasks:
-            if task.id in self.state.allocations:
-                self.state.release(task.id)
+        run = self.running.pop(job_id)
+        self._release(rec.job)
         self.placed_milli -= rec.job.gpu_milli
         rec.end = self.now
-        if self.options.record_events:
-            self.events.append((self.now, "complete", job_id, ""))
+        key = (rec.job.user, rec.job.kind.value)
+        total, count = self._runtime_sum.get(key, (0.0, 0))
+        self._runtime_sum[key] = (total + self.now - run.start, count + 1)
+        self._log("complete", job_id)
 
     def _cycle(self) -> None:
         seed = ((self.seed * _SEED_MIX) ^ self.cycle) & _MASK
-        snapshot = Snapshot(self.state, tuple(self._pending.values()), self.now, seed)
+        snapshot = Snapshot(
+            self.state,
+            tuple(self._pending.values()),
+            self.now,
+            seed,
+            running=self.running,
+            queues=self.queues,
+            usage_history=self.usage_history,
+            runtime_stats={k: t / n for k, (t, n) in self._runtime_sum.items()},
+            evictions={j: self.records[j].evictions for j in self.running},
+        )
         plan = schedule(snapshot, self.profile)
         self.cycle += 1
+        self.last_plan = plan
         self._apply(plan)
 
     def _apply(self, plan: Plan) -> None:
+        for ev in plan.evictions:
+            self._evict(ev.job, ev.for_job)
         index = self.state.index
-        started: dict[JobId, None] = {}
+        touched: dict[JobId, None] = {}
         for bind in plan.binds:
             self.state.allocate(self._tasks[bind.task], index[bind.node], bind.gpus, bind.gpu_milli)
-            started[bind.job] = None
-            if self.options.record_events:
-                self.events.append((self.now, "bind", bind.task, f"{bind.node}{list(bind.gpus)}"))
-        for job_id in started:
+            touched[bind.job] = None
+            self._log("bind", bind.task, f"{bind.node}{list(bind.gpus)}")
+        for job_id in touched:
             rec = self.records[job_id]
-            rec.start = self.now
-            rec.status = Status.success()
-            del self._pending[job_id]
-            self.placed_milli += rec.job.gpu_milli
-            if rec.job.duration is not None and not self.options.ignore_durations:
-                self._heap.push(self.now + rec.job.duration, EventKind.COMPLETION, job_id)
+            if job_id in self.running:
+                continue  # elastic members joining a running job
+            bound = sum(1 for t in rec.job.tasks if t.id in self.state.allocations)
+            if bound >= rec.job.min_available:
+                self._start(rec)
         for job_id, status in plan.pending.items():
             rec = self.records[job_id]
             rec.status = status
-            if status.code is Code.UNRESOLVABLE or self.options.drop_unplaced:
+            final = status.code is Code.UNRESOLVABLE or self.options.drop_unplaced
+            if final and job_id in self._pending:
+                self._release(rec.job)
                 del self._pending[job_id]
-                if self.options.record_events:
-                    self.events.append((self.now, "reject", job_id, status.message))
+                self._log("reject", job_id, status.message)
+        for job_id, start in plan.estimated_start.items():
+            self.records[job_id].estimated_start = start
+
+    def _start(self, rec: JobRecord) -> None:
+        job = rec.job
+        rec.start = self.now
+        if rec.first_start is None:
+            rec.first_start = self.now
+        rec.status = Status.success()
+        self._pending.pop(job.id, None)
+        self.running[job.id] = RunningJob(job, self.now, rec.evictions)
+        self.placed_milli += job.gpu_milli
+        if job.duration is not None and not self.options.ignore_durations:
+            gen = self._generation.get(job.id, 0) + 1
+            self._generation[job.id] = gen
+            self._heap.push(self.now + job.duration, EventKind.COMPLETION, job.id, gen)
+
+    def _evict(self, job_id: JobId, for_job: JobId) -> None:
+        rec = self.records[job_id]
+        self.running.pop(job_id, None)
+        self._release(rec.job)
+        self._generation[job_id] = self._generation.get(job_id, 0) + 1
+        self.placed_milli -= rec.job.gpu_milli
+        rec.evictions += 1
+        rec.start = None
+        self.preemptions += 1
+        if (job_id, for_job) in self.preemption_pairs:
+            self.preemption_loops += 1
+        self.preemption_pairs.add((for_job, job_id))
+        self._pending[job_id] = rec.job
+        self._log("evict", job_id, f"for {for_job}")
+
+    def _decay_history(self, now: float) -> None:
+        if self.queues is None:
+            return
+        dt = now - self._history_time
+        self._history_time = now
+        if dt <= 0:
+            return
+        keep = 0.5 ** (dt / self.options.fair_share_half_life_s)
+        usage: dict[QueueName, dict[str, float]] = {}
+        for run in self.running.values():
+            req = job_request(run.job)
+            for q in self.queues.path(run.job.queue) if run.job.queue in self.queues else ():
+                u = usage.setdefault(q, {})
+                for x in (GPU, CPU, MEMORY):
+                    u[x] = u.get(x, 0.0) + req[x]
+        for spec in self.queues:
+            hist = self.usage_history.setdefault(spec.name, {})
+            now_usage = usage.get(spec.name, {})
+            for x in (GPU, CPU, MEMORY):
+                hist[x] = hist.get(x, 0.0) * keep + now_usage.get(x, 0.0) * (1 - keep)
 
     # -- results ---------------------------------------------------------------------------
 
     @property
     def pending(self) -> tuple[Job, ...]:
         return tuple(self._pending.values())
+
+    def partial_gangs(self) -> list[Job]:
+        """Pending jobs holding some, but not enough, bound tasks."""
+        out = []
+        for job in self._pending.values():
+            if job.min_available > 1 and any(t.id in self.state.allocations for t in job.tasks):
+                out.append(job)
+        return out
 
     def event_log(self) -> str:
         """The event log as text, one event a line (needs ``record_events``)."""

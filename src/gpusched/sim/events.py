@@ -30,6 +30,7 @@ class Event(NamedTuple):
     kind: EventKind
     seq: int
     job: JobId
+    tag: int = 0
 
 
 class EventHeap:
@@ -41,8 +42,10 @@ class EventHeap:
         self._heap: list[Event] = []
         self._seq = 0
 
-    def push(self, time: float, kind: EventKind, job: JobId) -> None:
-        heapq.heappush(self._heap, Event(time, kind, self._seq, job))
+    def push(self, time: float, kind: EventKind, job: JobId, tag: int = 0) -> None:
+        """Add an event; ``tag`` is carried along (a completion's run generation, so the
+        completion of a run that was evicted is recognised as stale)."""
+        heapq.heappush(self._heap, Event(time, kind, self._seq, job, tag))
         self._seq += 1
 
     def pop(self) -> Event:

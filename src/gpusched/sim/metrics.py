@@ -3,19 +3,29 @@
 Time series (sampled after every event time):
 
 * ``alloc_pct(t) = 100 * placed_gpu_milli(t) / capacity`` -- GPU share *requested* by running
-  tasks;
-* ``held_pct(t)  = 100 * held_gpu_milli(t) / capacity`` -- GPU share *held* (larger than
-  ``alloc_pct`` when a policy gives a fractional request a whole GPU);
+  jobs;
+* ``held_pct(t)  = 100 * held_gpu_milli(t) / capacity`` -- GPU share *held* by bound tasks
+  (larger than ``alloc_pct`` when a policy gives a fractional request a whole GPU, or when pods
+  of an incomplete gang sit on GPUs);
 * ``frag_pct(t)  = 100 * F(t) / capacity`` -- FGD's fragmentation against the workload's own task
   mix (sampled at most ``frag_samples`` times).
 
 Summary (``summarise``), with ``[a, b]`` the arrival window (first to last arrival; after it the
 cluster only drains, which says nothing about the policy):
 
-* ``gpu_allocation_pct``: time-average of ``alloc_pct`` over ``[a, b]`` (step function);
-* ``gpu_held_pct``: time-average of ``held_pct``;
-* ``avg_wait_s`` / ``p95_wait_s``: start minus arrival, over jobs that started;
+* ``gpu_allocation_pct`` (also ``gpu_utilization_pct``): time-average of ``alloc_pct`` on
+  ``[a, b]``; ``gpu_held_pct`` likewise;
+* ``avg_wait_s`` / ``p95_wait_s``: first start minus arrival, over jobs that started;
+  ``max_wait_s_top1pct_largest``: the longest wait among the largest 1% of jobs by GPUs (jobs
+  that never started count with their wait until the end of the run);
 * ``avg_jct_s``: end minus arrival, over jobs that finished;
+* ``partially_placed_gangs_max``: most gangs at once with some but not all pods bound;
+  ``idle_gpu_hours_held_by_partial_gangs``: integral of the GPUs those pods hold, in hours;
+* ``preemptions`` (evicted jobs) and ``preemption_loops`` (job A evicted B after B evicted A);
+* ``jain_fairness``: Jain's index over leaf queues with demand of ``x_q`` = time-average GPU
+  usage / weight: ``(SUM x)^2 / (n * SUM x^2)`` (1 = perfectly weighted-fair);
+* ``quota_guarantee_violations``: jobs that waited more than ``grace_s`` while within their
+  queue's guarantee and other queues borrowed at least their GPU request;
 * ``unplaced`` jobs by status code with the most common reason.
 """
 
@@ -27,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from gpusched.framework.quota import QuotaBook, job_request
+from gpusched.model import GPU, JobId, QueueName
 from gpusched.plugins.fragmentation import Fragmentation, TargetWorkload
 from gpusched.sim.engine import Simulation
 
@@ -45,28 +57,92 @@ class Series:
 
 
 class RunMetrics:
-    """Observer for :class:`Simulation` that samples the series."""
+    """Observer for :class:`Simulation` that samples series and batch-scheduling counters."""
 
-    def __init__(self, sim: Simulation, target: TargetWorkload, frag_samples: int = 400) -> None:
+    def __init__(
+        self,
+        sim: Simulation,
+        target: TargetWorkload,
+        frag_samples: int = 400,
+        grace_s: float = 900.0,
+    ) -> None:
         self.capacity = max(sim.state.total_gpu_milli, 1)
         self.series = Series()
         self._frag = Fragmentation(target, sim.state.models)
         horizon = max((j.submit_time for j in sim.jobs), default=0.0)
         self._frag_step = horizon / frag_samples if horizon > 0 else 0.0
         self._next_frag = 0.0
+        self._gangs = [j for j in sim.jobs if j.min_available > 1]
+        self.partial_max = 0
+        self.partial_gpu_seconds = 0.0
+        self._last_t: float | None = None
+        self._last_partial_milli = 0
+        self.grace_s = grace_s
+        self._waiting_since: dict[JobId, float] = {}
+        self.violations: set[JobId] = set()
+        self.queue_gpu_seconds: dict[QueueName, float] = {}
+        self._last_queue_usage: dict[QueueName, int] = {}
 
     def __call__(self, sim: Simulation) -> None:
         s = self.series
         cap = self.capacity
-        s.time.append(sim.now)
+        now = sim.now
+        if self._last_t is not None:
+            dt = now - self._last_t
+            self.partial_gpu_seconds += self._last_partial_milli / 1000 * dt
+            for q, milli in self._last_queue_usage.items():
+                self.queue_gpu_seconds[q] = self.queue_gpu_seconds.get(q, 0.0) + milli / 1000 * dt
+        self._last_t = now
+        s.time.append(now)
         s.alloc_pct.append(100.0 * sim.placed_milli / cap)
         s.held_pct.append(100.0 * sim.state.used_gpu_milli / cap)
-        if sim.now >= self._next_frag:
+        self._partials(sim)
+        usage: Counter[QueueName] = Counter()
+        for run in sim.running.values():
+            usage[run.job.queue] += run.job.gpu_milli
+        self._last_queue_usage = dict(usage)
+        if sim.queues is not None:
+            self._guarantees(sim)
+        if now >= self._next_frag:
             st = sim.state
             f = float(self._frag(st.cpu_free, st.gpu_free, st.model_id).sum())
-            s.frag_time.append(sim.now)
+            s.frag_time.append(now)
             s.frag_pct.append(100.0 * f / cap)
-            self._next_frag = sim.now + self._frag_step if self._frag_step else float("inf")
+            self._next_frag = now + self._frag_step if self._frag_step else float("inf")
+
+    def _partials(self, sim: Simulation) -> None:
+        allocs = sim.state.allocations
+        count = 0
+        milli = 0
+        for job in self._gangs:
+            if job.id in sim.running:
+                continue
+            held = [allocs.get(t.id) for t in job.tasks]
+            bound = [a for a in held if a is not None]
+            if bound:
+                count += 1
+                milli += sum(a.gpu_milli * len(a.gpus) for a in bound)
+        self.partial_max = max(self.partial_max, count)
+        self._last_partial_milli = milli
+
+    def _guarantees(self, sim: Simulation) -> None:
+        tree = sim.queues
+        assert tree is not None
+        book = QuotaBook(
+            tree, sim.state, ((r.job.queue, job_request(r.job)) for r in sim.running.values())
+        )
+        borrowed = sum(book.borrowed(q) for q in tree.leaves())
+        for job in sim.pending:
+            if job.queue not in tree:
+                continue
+            req = job_request(job)
+            others = borrowed - book.borrowed(job.queue)
+            if book.within_guarantee(job.queue, req) and others >= req[GPU] > 0:
+                since = self._waiting_since.setdefault(job.id, sim.now)
+                if sim.now - since > self.grace_s:
+                    self.violations.add(job.id)
+            else:
+                self._waiting_since.pop(job.id, None)
 
 
 def _time_average(t: list[float], v: list[float], end: float) -> float:
@@ -83,33 +159,59 @@ def _time_average(t: list[float], v: list[float], end: float) -> float:
     return float((va[:-1] * dt).sum() / span) if span > 0 else float(va[-1])
 
 
+def _jain(values: list[float]) -> float:
+    if not values or not any(values):
+        return 1.0
+    arr = np.asarray(values)
+    return float(arr.sum() ** 2 / (len(arr) * (arr**2).sum()))
+
+
 def summarise(sim: Simulation, metrics: RunMetrics) -> dict[str, Any]:
     """The run's summary numbers (see module docstring)."""
-    waits = [r.wait for r in sim.records.values() if r.wait is not None]
-    jcts = [r.end - r.arrival for r in sim.records.values() if r.end is not None]
+    recs = list(sim.records.values())
+    waits = [r.wait for r in recs if r.wait is not None]
+    jcts = [r.end - r.arrival for r in recs if r.end is not None]
     unplaced: Counter[str] = Counter()
     reasons: dict[str, Counter[str]] = {}
-    for rec in sim.records.values():
-        if rec.start is None:
+    for rec in recs:
+        if rec.first_start is None:
             code = rec.status.code.value if rec.status else "NeverTried"
             unplaced[code] += 1
             if rec.status is not None and rec.status.reasons:
                 reasons.setdefault(code, Counter())[rec.status.reasons[0]] += 1
     s = metrics.series
-    end = max((r.arrival for r in sim.records.values()), default=0.0)
+    end = max((r.arrival for r in recs), default=0.0)
     frag = [f for t, f in zip(s.frag_time, s.frag_pct, strict=True) if t <= end] or s.frag_pct
+    last = s.time[-1] if s.time else 0.0
+    largest = sorted(recs, key=lambda r: -r.job.gpu_milli)[: max(1, len(recs) // 100)]
+    big_waits = [r.wait if r.wait is not None else last - r.arrival for r in largest]
+    demand = {r.job.queue for r in recs}
+    weights = {q.name: q.weight for q in sim.queues} if sim.queues is not None else {}
+    span = max(last - (s.time[0] if s.time else 0.0), 1e-9)
+    shares = [
+        metrics.queue_gpu_seconds.get(q, 0.0) / span / weights.get(q, 1.0) for q in sorted(demand)
+    ]
+    alloc = round(_time_average(s.time, s.alloc_pct, end), 3)
     return {
-        "jobs": len(sim.records),
+        "jobs": len(recs),
         "jobs_started": len(waits),
         "jobs_completed": len(jcts),
         "jobs_unplaced": dict(unplaced),
         "unplaced_top_reason": {k: c.most_common(1)[0][0] for k, c in reasons.items()},
-        "gpu_allocation_pct": round(_time_average(s.time, s.alloc_pct, end), 3),
+        "gpu_allocation_pct": alloc,
+        "gpu_utilization_pct": alloc,
         "gpu_held_pct": round(_time_average(s.time, s.held_pct, end), 3),
         "fragmentation_pct": round(float(np.mean(frag)) if frag else 0.0, 3),
         "avg_wait_s": round(float(np.mean(waits)), 3) if waits else 0.0,
         "p95_wait_s": round(float(np.percentile(waits, 95)), 3) if waits else 0.0,
+        "max_wait_s_top1pct_largest": round(max(big_waits), 3) if big_waits else 0.0,
         "avg_jct_s": round(float(np.mean(jcts)), 3) if jcts else 0.0,
-        "makespan_s": round(s.time[-1] - s.time[0], 3) if s.time else 0.0,
+        "partially_placed_gangs_max": metrics.partial_max,
+        "idle_gpu_hours_held_by_partial_gangs": round(metrics.partial_gpu_seconds / 3600, 3),
+        "preemptions": sim.preemptions,
+        "preemption_loops": sim.preemption_loops,
+        "jain_fairness": round(_jain(shares), 4),
+        "quota_guarantee_violations": len(metrics.violations),
+        "makespan_s": round(last - (s.time[0] if s.time else 0.0), 3),
         "cycles": sim.cycle,
     }

@@ -73,7 +73,8 @@ def openb_order(
         while total > limit and ordered:
             victim = ordered.pop(rng.randrange(len(ordered)))
             total -= victim.gpu_milli
-    else:
+    elif any(j.gpu_milli > 0 for j in ordered):
+        # (Without a GPU pod the list could never reach the target: leave it as it is.)
         originals = list(ordered)
         extra = 0
         while True:

@@ -1,0 +1,177 @@
+"""Queue quota accounting for one cycle: usage, limits, guarantees, borrowing, fair share.
+
+Every running and newly placed job is charged to its queue and each ancestor with its request
+vector (:func:`job_request`): ``gpu`` in GPU-equivalent milli (fractions included), ``gpu/<M>``
+for the model it landed on, ``cpu`` and ``memory``.
+
+For a job ``j`` of queue ``q`` requesting ``r`` (over every resource ``x`` named):
+
+* **limit:** for each queue ``a`` on ``q``'s path with a limit on ``x``:
+  ``U_a[x] + r[x] <= limit_a[x]``; otherwise the job waits, whatever the cluster has free.
+* **within guarantee:** for each ``a`` on the path: ``U_a[x] + r[x] <= G_a[x]`` for ``x`` in
+  ``{gpu} | names(G_a)``. Such a job may reclaim borrowed resources by preemption.
+* **borrowing** (not within guarantee): allowed while ``r[gpu] <= B[gpu]``, with the pool
+
+      B = C - SUM_q max(G_q, U_q) + SUM_q min(lend_q, max(0, G_q - U_q))      (over leaf queues)
+
+  where ``C`` is the cluster's capacity: free capacity not promised to anyone, plus the part of
+  idle guarantees their owners lend (all of it when no lending limit is set).
+* **fair share:** ``share_q = max_x (U_q[x] + H_q[x]) / C[x] / weight_q`` -- weighted dominant
+  resource share of current usage ``U`` plus decayed past usage ``H`` (supplied by the driver).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from gpusched.framework.state import ClusterState
+from gpusched.model import (
+    CPU,
+    GPU,
+    MEMORY,
+    Job,
+    QueueName,
+    QueueTree,
+    Resources,
+    gpu_model_resource,
+)
+
+__all__ = ["QuotaBook", "job_request"]
+
+
+def job_request(job: Job, models: Iterable[str] = ()) -> Resources:
+    """What ``job`` is charged: its ``min_available`` tasks (``models``: where each GPU task
+    landed, when known)."""
+    gpu = cpu = mem = 0
+    per_model: dict[str, int] = {}
+    landed = list(models)
+    for i, task in enumerate(job.tasks[: job.min_available]):
+        s = task.shape
+        g = s.num_gpu * s.gpu_milli
+        gpu += g
+        cpu += s.cpu_milli
+        mem += s.memory_mib
+        if g and i < len(landed) and landed[i]:
+            key = gpu_model_resource(landed[i])
+            per_model[key] = per_model.get(key, 0) + g
+        elif g and len(s.gpu_models) == 1:
+            key = gpu_model_resource(next(iter(s.gpu_models)))
+            per_model[key] = per_model.get(key, 0) + g
+    return Resources({GPU: gpu, CPU: cpu, MEMORY: mem, **per_model})
+
+
+class QuotaBook:
+    """Usage of every queue during one cycle, updated as jobs are placed or evicted."""
+
+    __slots__ = ("capacity", "history", "tree", "usage")
+
+    def __init__(
+        self,
+        tree: QueueTree,
+        state: ClusterState,
+        charges: Iterable[tuple[QueueName, Resources]],
+        history: Mapping[QueueName, Mapping[str, float]] | None = None,
+    ) -> None:
+        self.tree = tree
+        self.history = history or {}
+        cap: dict[str, int] = {
+            GPU: state.total_gpu_milli,
+            CPU: int(state.cpu_cap.sum()),
+            MEMORY: int(state.mem_cap.sum()),
+        }
+        for i, model in enumerate(state.models):
+            cap[gpu_model_resource(model)] = int(state.gpu_cap[state.model_id == i].sum())
+        self.capacity = Resources(cap)
+        self.usage: dict[QueueName, Resources] = {q.name: Resources() for q in tree}
+        for queue, req in charges:
+            self.charge(queue, req)
+
+    # -- changes ---------------------------------------------------------------------------
+
+    def charge(self, queue: QueueName, req: Resources) -> None:
+        if queue not in self.tree:
+            return
+        for q in self.tree.path(queue):
+            self.usage[q] = self.usage[q] + req
+
+    def refund(self, queue: QueueName, req: Resources) -> None:
+        if queue not in self.tree:
+            return
+        for q in self.tree.path(queue):
+            self.usage[q] = self.usage[q] - req
+
+    # -- questions -------------------------------------------------------------------------
+
+    def over_limit(self, queue: QueueName, req: Resources) -> str | None:
+        """Why ``req`` would break a limit on ``queue``'s path, or ``None``."""
+        for q in self.tree.path(queue):
+            limit = self.tree[q].limit
+            if limit is None:
+                continue
+            for x, cap in limit.items():
+                if self.usage[q][x] + req[x] > cap:
+                    return (
+                        f"queue {q!r} is at {_fmt(x, self.usage[q][x])} of its "
+                        f"{_fmt(x, cap)} limit and the job needs {_fmt(x, req[x])} more"
+                    )
+        return None
+
+    def within_guarantee(self, queue: QueueName, req: Resources) -> bool:
+        for q in self.tree.path(queue):
+            g = self.tree[q].guaranteed
+            for x in {GPU, *g}:
+                if req[x] and self.usage[q][x] + req[x] > g[x]:
+                    return False
+        return True
+
+    def borrowable(self, resource: str = GPU) -> int:
+        """The pool ``B[resource]`` others may borrow from (see module docstring)."""
+        pool = self.capacity[resource]
+        for q in self.tree.leaves():
+            spec = self.tree[q]
+            g, u = spec.guaranteed[resource], self.usage[q][resource]
+            pool -= max(g, u)
+            lend = (
+                g
+                if spec.lending_limit is None or resource not in spec.lending_limit
+                else (spec.lending_limit[resource])
+            )
+            pool += min(lend, max(0, g - u))
+        return pool
+
+    def may_borrow(self, req: Resources) -> bool:
+        return req[GPU] <= self.borrowable(GPU)
+
+    def borrowed(self, queue: QueueName) -> int:
+        """GPU milli ``queue`` uses beyond its guarantee."""
+        return max(0, self.usage[queue][GPU] - self.tree[queue].guaranteed[GPU])
+
+    def share(self, queue: QueueName) -> float:
+        """Weighted dominant share of ``queue`` (current plus decayed usage)."""
+        spec = self.tree.get(queue)
+        if spec is None:
+            return 0.0
+        hist = self.history.get(queue, {})
+        best = 0.0
+        for x in (GPU, CPU, MEMORY):
+            cap = self.capacity[x]
+            if cap:
+                best = max(best, (self.usage[queue][x] + hist.get(x, 0.0)) / cap)
+        return best / spec.weight
+
+    def describe(self, queue: QueueName) -> str:
+        """``queue 'a' uses 24.0/32.0 guaranteed GPUs`` for messages."""
+        spec = self.tree.get(queue)
+        if spec is None:
+            return f"queue {queue!r} is not configured"
+        u, g = self.usage[queue][GPU], spec.guaranteed[GPU]
+        lim = f", limit {spec.limit[GPU] / 1000:g}" if spec.limit and GPU in spec.limit else ""
+        return f"queue {queue!r} uses {u / 1000:g}/{g / 1000:g} guaranteed GPUs{lim}"
+
+
+def _fmt(resource: str, amount: int) -> str:
+    if resource.startswith(GPU):
+        return f"{amount / 1000:g} {resource.replace(GPU, 'GPU')}"
+    if resource == CPU:
+        return f"{amount / 1000:g} CPU"
+    return f"{amount / 1024:.1f} GiB"
