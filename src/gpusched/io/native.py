@@ -20,10 +20,14 @@ Workload (YAML, or CSV with the same field names as columns and ``gpu_models`` j
         kind: training      # training | inference | notebook | batch
         submit: 120         # seconds from the start
         duration: 3600      # seconds once started; omit to run forever
-        replicas: 2         # pods of the job (a gang when min_available > 1)
-        min_available: 2    # default: replicas
+        replicas: 2         # pods of the job (a gang when min_available > 1); pods beyond
+        min_available: 2    #   min_available are elastic (default: replicas)
         queue: team-a
         priority: 0
+        priority_class: training-batch   # resolved by the scheduling config
+        preemptible: true
+        runtime_estimate: 3000           # user's estimate (backfill); else learned
+        user: alice
         cpu: 16             # per pod
         memory: 128Gi       # per pod
         gpus: 8             # per pod
@@ -146,6 +150,18 @@ class JobEntry(BaseModel):
     )
     queue: str = Field(default="default", min_length=1, description="Queue charged.")
     priority: int = Field(default=0, description="Larger is more important.")
+    priority_class: str = Field(
+        default="",
+        description="Priority class name; sets priority and preemptible from the "
+        "scheduling config.",
+    )
+    preemptible: bool | None = Field(
+        default=None, description="May be evicted for others (default: from the class, else yes)."
+    )
+    runtime_estimate: float | None = Field(
+        default=None, gt=0, description="User's run-time estimate in seconds (for backfill)."
+    )
+    user: str = Field(default="", description="Submitting user (run times are learned per user).")
     cpu: Quantity = Field(description="CPU per pod.")
     memory: Quantity = Field(description="Memory per pod.")
     gpus: int = Field(default=0, ge=0, le=64, description="GPUs per pod.")
@@ -197,6 +213,10 @@ class JobEntry(BaseModel):
             submit_time=self.submit,
             duration=self.duration,
             kind=self.kind,
+            priority_class=self.priority_class,
+            preemptible=True if self.preemptible is None else self.preemptible,
+            runtime_estimate=self.runtime_estimate,
+            user=self.user,
         )
 
 
@@ -256,21 +276,7 @@ def load_workload(path: str | Path, known_models: Iterable[str] | None = None) -
     return jobs
 
 
-_CSV_FIELDS = (
-    "name",
-    "kind",
-    "submit",
-    "duration",
-    "replicas",
-    "min_available",
-    "queue",
-    "priority",
-    "cpu",
-    "memory",
-    "gpus",
-    "gpu_share",
-    "gpu_models",
-)
+_CSV_FIELDS = tuple(JobEntry.model_fields)
 
 
 def _csv_entries(path: Path) -> Iterable[tuple[int | None, JobEntry]]:
@@ -308,6 +314,14 @@ def dump_workload(jobs: Sequence[Job], path: str | Path) -> None:
             entry["queue"] = job.queue
         if job.priority:
             entry["priority"] = job.priority
+        if job.priority_class:
+            entry["priority_class"] = job.priority_class
+        if not job.preemptible:
+            entry["preemptible"] = False
+        if job.runtime_estimate is not None:
+            entry["runtime_estimate"] = job.runtime_estimate
+        if job.user:
+            entry["user"] = job.user
         entry["cpu"] = f"{s.cpu_milli}m"
         entry["memory"] = f"{s.memory_mib}Mi"
         if s.num_gpu:
