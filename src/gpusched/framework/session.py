@@ -14,7 +14,7 @@ Placement of one task (the formula every profile shares)::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -34,6 +34,54 @@ _NO_FIT = Status(Code.UNSCHEDULABLE, ("no feasible node",))
 
 #: Run time assumed for a job with no estimate and no history (seconds).
 DEFAULT_RUNTIME_S = 3600.0
+
+
+class RunningOverlay:
+    """The cycle's view of running jobs: the snapshot's, plus starts, minus evictions.
+
+    O(1) to create (the snapshot's mapping is read through, never copied or changed).
+    """
+
+    __slots__ = ("_added", "_base", "_removed")
+
+    def __init__(self, base: Mapping[JobId, RunningJob]) -> None:
+        self._base = base
+        self._added: dict[JobId, RunningJob] = {}
+        self._removed: set[JobId] = set()
+
+    def __contains__(self, job: object) -> bool:
+        return job in self._added or (job in self._base and job not in self._removed)
+
+    def __getitem__(self, job: JobId) -> RunningJob:
+        if job in self._added:
+            return self._added[job]
+        if job in self._removed:
+            raise KeyError(job)
+        return self._base[job]
+
+    def __setitem__(self, job: JobId, run: RunningJob) -> None:
+        self._added[job] = run
+        self._removed.discard(job)
+
+    def pop(self, job: JobId) -> RunningJob:
+        run = self[job]
+        self._added.pop(job, None)
+        if job in self._base:
+            self._removed.add(job)
+        return run
+
+    def values(self) -> Iterator[RunningJob]:
+        for job, run in self._base.items():
+            if job not in self._removed and job not in self._added:
+                yield run
+        yield from self._added.values()
+
+    def items(self) -> Iterator[tuple[JobId, RunningJob]]:
+        for run in self.values():
+            yield run.job.id, run
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +150,7 @@ class Session:
         # Within a cycle free resources only shrink, so a request that failed once fails again:
         # remember the failure per (task shapes, gang size) and skip the retry.
         self._failed: dict[tuple[object, ...], Status] = {}
-        self.running: dict[JobId, RunningJob] = dict(snapshot.running)
+        self.running: RunningOverlay = RunningOverlay(snapshot.running)
         self.evicted: set[JobId] = set()
         self.quota: QuotaBook | None = None
         if snapshot.queues is not None:

@@ -22,6 +22,7 @@ Node order is meaningful: when scores tie, the scheduler may pick the first node
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -85,12 +86,19 @@ class AllocationMap:
     """Task -> allocation, layered over a frozen base so a working copy costs O(1).
 
     A layer records its own additions and removals and reads through to its base for the rest.
-    A base is never changed once another layer sits on it: :class:`ClusterState` gives itself a
-    fresh layer before changing a map that a copy reads through (see ``ClusterState.copy``),
-    and flattens its chain when it grows deeper than :data:`MAX_DEPTH`.
+    A base is never changed while another layer reads through it: before changing a map that a
+    live copy reads, :class:`ClusterState` gives itself a fresh layer on top (see
+    ``ClusterState._own_allocations``). Copies are usually short-lived (one cycle), so once
+    they are gone the state changes its map in place again and chains stay shallow; a chain
+    deeper than :data:`MAX_DEPTH` is flattened.
     """
 
-    __slots__ = ("_added", "_base", "_removed", "depth")
+    @property
+    def shared(self) -> bool:
+        """Whether a live layer reads through this one."""
+        return len(self._readers) > 0
+
+    __slots__ = ("__weakref__", "_added", "_base", "_readers", "_removed", "depth")
 
     MAX_DEPTH = 64
 
@@ -100,6 +108,10 @@ class AllocationMap:
             root._added = dict(base)
             base = root
         self._base = base
+        # Layers reading through this one; while any is alive, this layer must not change.
+        self._readers: weakref.WeakSet[AllocationMap] = weakref.WeakSet()
+        if base is not None:
+            base._readers.add(self)
         self._added: dict[TaskId, Allocation] = {}
         self._removed: set[TaskId] = set()
         self.depth: int = 0 if base is None else base.depth + 1
@@ -140,12 +152,22 @@ class AllocationMap:
             self._removed.add(task)
         return found
 
+    def _entries(self) -> dict[TaskId, Allocation]:
+        """All visible entries, built layer by layer from the root (linear in their size)."""
+        chain: list[AllocationMap] = []
+        layer: AllocationMap | None = self
+        while layer is not None:
+            chain.append(layer)
+            layer = layer._base
+        out: dict[TaskId, Allocation] = {}
+        for layer in reversed(chain):
+            for task in layer._removed:
+                out.pop(task, None)
+            out.update(layer._added)
+        return out
+
     def values(self) -> Iterator[Allocation]:
-        if self._base is not None:
-            for alloc in self._base.values():
-                if alloc.task not in self._removed and alloc.task not in self._added:
-                    yield alloc
-        yield from self._added.values()
+        return iter(self._entries().values())
 
     def items(self) -> Iterator[tuple[TaskId, Allocation]]:
         for alloc in self.values():
@@ -156,12 +178,12 @@ class AllocationMap:
             yield alloc.task
 
     def __len__(self) -> int:
-        return sum(1 for _ in self.values())
+        return len(self._entries())
 
     def flattened(self) -> AllocationMap:
         """One layer holding the same entries."""
         flat = AllocationMap()
-        flat._added = {a.task: a for a in self.values()}
+        flat._added = self._entries()
         return flat
 
 
@@ -355,13 +377,13 @@ class ClusterState:
     # -- changes ---------------------------------------------------------------------------
 
     def _own_allocations(self) -> AllocationMap:
-        """The allocation map, made safe to change (not read through by any copy)."""
-        if self._shared:
+        """The allocation map, made safe to change (not read through by any live copy)."""
+        if self._shared and self.allocations.shared:
             base = self.allocations
             self.allocations = (
                 base.flattened() if base.depth >= AllocationMap.MAX_DEPTH else AllocationMap(base)
             )
-            self._shared = False
+        self._shared = False
         return self.allocations
 
     def allocate(

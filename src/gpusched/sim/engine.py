@@ -121,6 +121,8 @@ class Simulation:
     _generation: dict[JobId, int] = field(init=False, default_factory=dict)
     _runtime_sum: dict[tuple[str, str], tuple[float, int]] = field(init=False, default_factory=dict)
     _history_time: float = field(init=False, default=0.0)
+    _evicted_counts: dict[JobId, int] = field(init=False, default_factory=dict)
+    _runtime_means: dict[tuple[str, str], float] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.state = ClusterState.from_nodes(self.nodes)
@@ -184,6 +186,7 @@ class Simulation:
         key = (rec.job.user, rec.job.kind.value)
         total, count = self._runtime_sum.get(key, (0.0, 0))
         self._runtime_sum[key] = (total + self.now - run.start, count + 1)
+        self._runtime_means[key] = (total + self.now - run.start) / (count + 1)
         self._log("complete", job_id)
 
     def _cycle(self) -> None:
@@ -196,8 +199,8 @@ class Simulation:
             running=self.running,
             queues=self.queues,
             usage_history=self.usage_history,
-            runtime_stats={k: t / n for k, (t, n) in self._runtime_sum.items()},
-            evictions={j: self.records[j].evictions for j in self.running},
+            runtime_stats=self._runtime_means,
+            evictions=self._evicted_counts,
         )
         plan = schedule(snapshot, self.profile)
         self.cycle += 1
@@ -252,6 +255,7 @@ class Simulation:
         self._generation[job_id] = self._generation.get(job_id, 0) + 1
         self.placed_milli -= rec.job.gpu_milli
         rec.evictions += 1
+        self._evicted_counts[job_id] = rec.evictions
         rec.start = None
         self.preemptions += 1
         if (job_id, for_job) in self.preemption_pairs:
