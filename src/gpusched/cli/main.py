@@ -68,7 +68,11 @@ _ROWS: tuple[tuple[str, str, str], ...] = (
     ("fragmentation_pct", "fragmentation % of capacity", "{:.2f}"),
     ("avg_wait_s", "average wait", "dur"),
     ("p95_wait_s", "p95 wait", "dur"),
+    ("max_wait_s_top1pct_largest", "max wait, largest 1% of jobs", "dur"),
     ("avg_jct_s", "average job completion time", "dur"),
+    ("partially_placed_gangs_max", "gangs partly placed (max at once)", "{:,}"),
+    ("idle_gpu_hours_held_by_partial_gangs", "GPU-hours held by partial gangs", "{:,.1f}"),
+    ("preemptions", "preemptions", "{:,}"),
     ("seconds", "simulation wall time", "{:.2f} s"),
 )
 
