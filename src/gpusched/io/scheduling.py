@@ -7,7 +7,7 @@ Format (YAML)::
       - {name: training-batch, value: 100}
     queues:
       - name: org
-        guaranteed: {gpu: 64}
+        guaranteed: {gpu: 64, cpu: 512}
       - name: team-a
         parent: org
         guaranteed: {gpu: 32, cpu: 256}
@@ -22,6 +22,10 @@ converted to the units of :class:`~gpusched.model.Resources`:
 * ``cpu`` -- cores (``8``, ``0.5``) or millicores (``"500m"``), stored as millicores;
 * ``memory`` -- MiB or a quantity (``"512Gi"``), stored as MiB.
 
+A child's guarantee is carved out of its parent's for *every* resource, so a parent must
+guarantee each resource its children are guaranteed (above, ``org`` needs ``cpu`` because
+``team-a`` has it).
+
 The queue tree is checked as a whole by :meth:`~gpusched.model.QueueTree.build` (missing parent,
 cycle, negative amount, limit below guarantee, children guaranteed more than their parent); its
 :class:`~gpusched.errors.ConfigError` is turned into a :class:`~gpusched.errors.TraceError`
@@ -34,6 +38,7 @@ that every job's queue exists.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -74,11 +79,15 @@ Amount = int | float | str
 _MODEL_PREFIX = f"{GPU}/"
 
 
-def _resources(amounts: Mapping[str, Amount]) -> dict[str, int]:
+def _resources(amounts: Mapping[Any, Any]) -> dict[str, int]:
     """User units to :class:`Resources` units (see module docstring); ``ValueError`` names the
     resource and the accepted forms."""
     out: dict[str, int] = {}
     for name, value in amounts.items():
+        if not isinstance(name, str):
+            raise ValueError(f"resource names are text; got {name!r}")
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise ValueError(f"{name}: got {value!r}; expected a number or a quantity")
         if name == CPU:
             out[name] = cpu_to_milli(value)
         elif name == MEMORY:
@@ -94,10 +103,10 @@ def _resources(amounts: Mapping[str, Amount]) -> dict[str, int]:
 
 
 def _gpu_milli(name: str, value: Amount) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if not isinstance(value, int | float):
         raise ValueError(f"{name}: got {value!r}; expected a number of GPUs such as 8 or 0.5")
-    if value < 0:
-        raise ValueError(f"{name}: got {value!r}; quotas must be >= 0")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name}: got {value!r}; quotas must be finite and >= 0")
     milli = value * MILLI_PER_GPU
     if abs(milli - round(milli)) > 1e-6:
         raise ValueError(f"{name}: got {value!r}; GPUs are counted in thousandths (e.g. 0.125)")
@@ -111,10 +120,11 @@ class PriorityClassEntry(BaseModel):
 
     name: str = Field(min_length=1, description="Name jobs give as `priority_class`.")
     value: int = Field(
-        description="Priority of the class's jobs; larger runs first and may preempt."
+        strict=True, description="Priority of the class's jobs; larger runs first and may preempt."
     )
     preemptible: bool = Field(
         default=True,
+        strict=True,
         description="Whether jobs of this class may be evicted for others (a job's own "
         "`preemptible: false` wins over `true` here).",
     )
@@ -145,13 +155,20 @@ class QueueEntry(BaseModel):
         "(absent: all of it).",
     )
     weight: float = Field(
-        default=1.0, gt=0, description="Share of capacity beyond guarantees (fair share)."
+        default=1.0,
+        gt=0,
+        allow_inf_nan=False,
+        strict=True,
+        description="Share of capacity beyond guarantees (fair share).",
     )
 
-    @field_validator("guaranteed", "limit", "lending_limit")
+    @field_validator("guaranteed", "limit", "lending_limit", mode="before")
     @classmethod
-    def _amounts(cls, v: dict[str, Amount] | None) -> dict[str, Amount] | None:
-        return None if v is None else dict(_resources(v))
+    def _amounts(cls, v: Any) -> Any:
+        # Before pydantic's own coercion, which would read `true` as 1.
+        if not isinstance(v, dict):
+            return v
+        return dict(_resources(v))
 
     def spec(self) -> QueueSpec:
         def res(v: Mapping[str, Amount] | None) -> Resources | None:
