@@ -32,7 +32,6 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -415,32 +414,12 @@ def check_reclaim_binds_the_owner(case: Case) -> None:
             )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "Bug: reclaim checks once, before its victim search, that each victim's queue borrows, "
-        "then (actions/preempt._search) evicts victims in cost order until the job fits, "
-        "without re-checking, so it can take a queue below its own guarantee; the explicit "
-        "example RECLAIM_TAKES_TOO_MUCH reproduces it."
-    ),
-)
 @given(case=cases())
 @example(case=RECLAIM_TAKES_TOO_MUCH)
 def test_reclaim_takes_only_what_was_borrowed(case: Case) -> None:
     check_reclaim_takes_only_borrowed(case)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "Bug: the job reclaim evicts for is not bound in that cycle: _Evicting._make_room's "
-        "session.place_job(job, check_quota=False) returns the failure memoised by backfill "
-        "for the same task shapes (Session._failed is never cleared on eviction); the explicit "
-        "example RECLAIM_DOES_NOT_BIND reproduces it."
-    ),
-)
 @given(case=cases())
 @example(case=RECLAIM_DOES_NOT_BIND)
 def test_reclaim_binds_the_owner_in_the_same_cycle(case: Case) -> None:

@@ -17,7 +17,7 @@ Jobs whose status is ``Unresolvable`` could not fit even on an empty cluster.
 
 from __future__ import annotations
 
-from gpusched.framework import Session, Statement, Status
+from gpusched.framework import Code, Session, Statement, Status
 from gpusched.framework.timeline import estimate_starts, reserve
 
 __all__ = ["Allocate", "AllocateFifo", "AllocatePods", "Backfill"]
@@ -75,9 +75,15 @@ class Backfill:
                     session.plan.reservations[job.id] = res
                     for name in res.nodes:
                         node = session.state.index[name]
-                        start = session.blocked_nodes.get(node, res.start)
-                        session.blocked_nodes[node] = min(start, res.start)
-        waiting = [j for j in order if j.id in session.plan.pending]
+                        held = session.blocked_nodes.get(node)
+                        if held is None or res.start < held[0]:
+                            session.blocked_nodes[node] = (res.start, job.id)
+        waiting = [
+            j
+            for j in order
+            if j.id in session.plan.pending
+            and session.plan.pending[j.id].code is not Code.UNRESOLVABLE
+        ]
         starts = estimate_starts(session, waiting)
         for job_id, res in session.plan.reservations.items():
             starts[job_id] = res.start

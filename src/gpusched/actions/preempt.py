@@ -75,6 +75,10 @@ class _Evicting:
         """A quick necessary condition for ``job`` to have any victim."""
         return True
 
+    def still_eligible(self, session: Session, run: RunningJob, taken: list[RunningJob]) -> bool:
+        """Whether ``run`` may still be taken once ``taken`` are evicted."""
+        return True
+
     def _base_eligible(self, session: Session, run: RunningJob) -> bool:
         snap = session.snapshot
         return (
@@ -93,7 +97,7 @@ class _Evicting:
         free = int(session.state.gpu_idle.sum())
         if free + sum(r.job.gpu_milli for r in victims) < job.gpu_milli:
             return
-        chosen = _search(session, job, victims)
+        chosen = _search(session, job, victims, self)
         if chosen is None:
             return
         for run in chosen:
@@ -116,7 +120,9 @@ def _fits(session: Session, job: Job) -> bool:
     return ok
 
 
-def _search(session: Session, job: Job, victims: list[RunningJob]) -> list[RunningJob] | None:
+def _search(
+    session: Session, job: Job, victims: list[RunningJob], evicting: _Evicting
+) -> list[RunningJob] | None:
     """Smallest cheap set of victims whose eviction lets ``job`` fit (module docstring)."""
     original = session.state
     scratch = original.copy()
@@ -124,6 +130,8 @@ def _search(session: Session, job: Job, victims: list[RunningJob]) -> list[Runni
     try:
         taken: list[RunningJob] = []
         for run in victims:
+            if not evicting.still_eligible(session, run, taken):
+                continue
             for task in run.job.tasks:
                 if task.id in scratch.allocations:
                     scratch.release(task.id)
@@ -169,6 +177,15 @@ class Reclaim(_Evicting):
         assert quota is not None
         q = run.job.queue
         return q != job.queue and q in quota.tree and quota.borrowed(q) > 0
+
+    def still_eligible(self, session: Session, run: RunningJob, taken: list[RunningJob]) -> bool:
+        # Take a borrower only while its queue keeps borrowing at least the victim's GPUs, so
+        # a reclaim never pushes a queue below its own guarantee.
+        quota = session.quota
+        assert quota is not None
+        q = run.job.queue
+        already = sum(r.job.gpu_milli for r in taken if r.job.queue == q)
+        return quota.borrowed(q) - already >= run.job.gpu_milli
 
 
 class Preempt(_Evicting):

@@ -125,6 +125,7 @@ class Session:
     """Working state and plan of one cycle."""
 
     __slots__ = (
+        "_current_job",
         "_end_estimate",
         "_failed",
         "blocked_nodes",
@@ -161,8 +162,9 @@ class Session:
                 snapshot.usage_history,
             )
         # EASY backfill: nodes held for a reservation, and the reservation's start time.
-        self.blocked_nodes: dict[int, float] = {}
+        self.blocked_nodes: dict[int, tuple[float, JobId]] = {}
         self._end_estimate = 0.0
+        self._current_job: JobId | None = None
         self.default_runtime = DEFAULT_RUNTIME_S
         # Bumped whenever the set of running jobs changes (caches of expected ends key on it).
         self.running_epoch = 0
@@ -177,8 +179,8 @@ class Session:
         for f in filters[1:]:
             mask = mask & f.filter(self.ctx, task, self.state)
         if self.blocked_nodes:
-            for node, start in self.blocked_nodes.items():
-                if self._end_estimate > start:
+            for node, (start, owner) in self.blocked_nodes.items():
+                if self._end_estimate > start and owner != self._current_job:
                     mask[node] = False
         return mask
 
@@ -238,12 +240,17 @@ class Session:
                 return refused
         todo = [t for t in job.tasks if t.id not in self.state.allocations]
         need = job.min_available - (len(job.tasks) - len(todo))
-        key = (max(need, 0), *(t.shape for t in todo[: max(need, 0)]))
+        self._end_estimate = self.snapshot.now + self.runtime_estimate(job)
+        self._current_job = job.id
+        key: tuple[object, ...] = (max(need, 0), *(t.shape for t in todo[: max(need, 0)]))
+        if self.blocked_nodes:
+            # Reserved nodes admit only jobs ending before the reservation: the outcome then
+            # depends on the job's expected end too.
+            key = (*key, self._end_estimate)
         known = self._failed.get(key)
         if known is not None:
             self.plan.pending[job.id] = known
             return known
-        self._end_estimate = self.snapshot.now + self.runtime_estimate(job)
         stmt = Statement(self.state)
         for task in todo[: max(need, 0)]:
             status = self.place_task(task, stmt)
@@ -365,6 +372,7 @@ class Session:
             if task.id in self.state.allocations:
                 self.state.release(task.id)
         self.evicted.add(job_id)
+        self._failed.clear()  # resources grew: earlier failures in this cycle may now fit
         self.plan.evictions.append(Eviction(job_id, for_job, reason))
 
     # -- explaining ------------------------------------------------------------------------
