@@ -91,12 +91,12 @@ class NodeGroup(BaseModel):
     gpu_memory: Quantity = Field(default=0, description="Memory of each GPU ('80Gi').")
     labels: dict[str, str] = Field(default_factory=dict, description="Node labels.")
 
-    @field_validator("cpu")
+    @field_validator("cpu", mode="before")
     @classmethod
     def _cpu(cls, v: Quantity) -> int:
         return cpu_to_milli(v)
 
-    @field_validator("memory", "gpu_memory")
+    @field_validator("memory", "gpu_memory", mode="before")
     @classmethod
     def _mem(cls, v: Quantity) -> int:
         return memory_to_mib(v)
@@ -149,7 +149,7 @@ class JobEntry(BaseModel):
         default=None, ge=1, description="Pods that must start together (default: replicas)."
     )
     queue: str = Field(default="default", min_length=1, description="Queue charged.")
-    priority: int = Field(default=0, description="Larger is more important.")
+    priority: int = Field(default=0, strict=True, description="Larger is more important.")
     priority_class: str = Field(
         default="",
         description="Priority class name; sets priority and preemptible from the "
@@ -170,12 +170,12 @@ class JobEntry(BaseModel):
     )
     gpu_models: list[str] = Field(default_factory=list, description="Allowed GPU models.")
 
-    @field_validator("cpu")
+    @field_validator("cpu", mode="before")
     @classmethod
     def _cpu(cls, v: Quantity) -> int:
         return cpu_to_milli(v)
 
-    @field_validator("memory")
+    @field_validator("memory", mode="before")
     @classmethod
     def _mem(cls, v: Quantity) -> int:
         return memory_to_mib(v)
