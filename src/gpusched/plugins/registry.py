@@ -15,6 +15,7 @@ from gpusched.framework import PluginContext
 from gpusched.plugins.best_fit import BestFitScore
 from gpusched.plugins.dot_product import DotProductScore
 from gpusched.plugins.fgd import Fgd
+from gpusched.plugins.fgd_ss import FgdSs
 from gpusched.plugins.filters import GpuModelFilter, NodeResourcesFit
 from gpusched.plugins.gpu_clustering import GpuClusteringScore
 from gpusched.plugins.gpu_packing import GpuPackingScore
@@ -53,6 +54,7 @@ PLUGINS: dict[str, PluginFactory] = {
     "gpu-packing": _no_args(GpuPackingScore),
     "best-fit": _no_args(BestFitScore),
     "fgd": Fgd.from_args,
+    "fgd-ss": FgdSs.from_args,
     "least-allocated": _no_args(LeastAllocatedScore),
     "balanced-allocation": _no_args(BalancedAllocationScore),
     # GPU pickers

@@ -10,6 +10,7 @@ clustering     same GPU shape together (GpuClustering)
 packing        fill shared GPUs, then used nodes (GpuPacking)
 bestfit        least weighted leftover (BestFit)
 fgd            fragmentation gradient descent (the FGD paper)
+fgd-ss         FGD on CPU-aware fragmentation, sum-of-squares pairing of shared GPUs
 fifo-gang      strict FIFO, gangs all or nothing (the batch baseline)
 gpusched       backfill + reclaim + preemption + fair share, FGD placement
 =============  ==================================================================
@@ -62,6 +63,12 @@ POLICIES: dict[str, ProfileSpec] = {
     ),
     "bestfit": _spec("bestfit", "least weighted CPU+GPU leftover", "best-fit"),
     "fgd": _spec("fgd", "fragmentation gradient descent", "fgd", PluginSpec(name="fgd")),
+    "fgd-ss": _spec(
+        "fgd-ss",
+        "FGD on CPU-aware fragmentation, sum-of-squares pairing of shared GPUs",
+        "fgd-ss",
+        PluginSpec(name="fgd-ss"),
+    ),
     "fifo-gang": ProfileSpec(
         name="fifo-gang",
         description="strict FIFO, gangs all or nothing, FGD placement (the batch baseline)",
