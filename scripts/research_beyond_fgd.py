@@ -8,8 +8,10 @@ the mean per-seed difference to the first policy and the mean seconds per run.
     python scripts/research_beyond_fgd.py                       # full table, one process
     python scripts/research_beyond_fgd.py --seeds 42,43,44 --workloads default
     python scripts/research_beyond_fgd.py --runs runs.jsonl     # keep (and reuse) each run
+    python scripts/research_beyond_fgd.py --variant 'cap-off={"cpu_share_cap": false}'
 
 A full run is 2 policies x 9 workloads x 10 seeds = 180 runs, about 15-20 minutes on one core.
+``--variant LABEL=JSON`` adds ``fgd-ss`` with those plugin arguments as a further column.
 ``--runs`` appends one JSON line per run and skips runs already in the file, so an interrupted
 sweep can be resumed.
 """
@@ -22,6 +24,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from gpusched.framework import PluginSpec, ProfileSpec
 from gpusched.io.openb import read_openb_nodes, read_openb_pods
 from gpusched.scheduler import policy_spec
 from gpusched.sim.openb import run_openb
@@ -48,8 +51,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--seeds", default=",".join(str(s) for s in range(42, 52)))
     ap.add_argument("--runs", type=Path, help="JSON-lines file of runs to append to and reuse")
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="LABEL=JSON",
+        help="fgd-ss with these plugin args, reported as LABEL (repeatable)",
+    )
     args = ap.parse_args(argv)
-    policies = args.policies.split(",")
+    specs = {name: policy_spec(name) for name in args.policies.split(",")}
+    for item in args.variant:
+        label, _, raw = item.partition("=")
+        plugin = PluginSpec(name="fgd-ss", args=json.loads(raw))
+        specs[label] = ProfileSpec(name=label, scores=[plugin], gpu_picker=plugin)
+    policies = list(specs)
     workloads = args.workloads.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
 
@@ -62,8 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     for wl in workloads:
         pods = read_openb_pods(args.trace_dir / f"openb_pod_list_{wl}.csv")
         jobs = [p.to_job() for p in pods]
-        for name in policies:
-            spec = policy_spec(name)
+        for name, spec in specs.items():
             for seed in seeds:
                 if (name, wl, seed) in done:
                     continue

@@ -17,12 +17,13 @@ task lands there. With ``c = cpu_free(n)``, the free shares sorted largest first
                = idle(n)                                                otherwise
     F(n)       = SUM_m p_m * frag_m(n)
 
-Capping ``need_m`` at the node's CPU per GPU keeps nodes that are CPU-poor by construction
-(P100: 8 vCPU per GPU) from looking fragmented while empty: only CPU taken beyond the GPUs'
-share counts. ``alpha = 0.1`` by default: a small weight removes almost all GPUs stranded on
-CPU-exhausted nodes, while a large one pulls unconstrained tasks onto scarce models (it lost
-0.6 points on ``gpuspec20``). The node score of whole-GPU, multi-GPU and CPU-only tasks is
-FGD's, on this ``F``::
+Capping ``need_m`` at the node's CPU per GPU (``cpu_share_cap``, on by default) keeps nodes
+that are CPU-poor by construction (P100: 8 vCPU per GPU) from looking fragmented while empty:
+only CPU taken beyond the GPUs' share counts. ``alpha = 0.1`` by default: a small weight removes
+almost all GPUs stranded on CPU-exhausted nodes, while ``alpha = 1`` pulls unconstrained tasks
+onto scarce GPU models (-0.5 points on ``gpuspec20``, 3 seeds).
+
+The node score of whole-GPU, multi-GPU and CPU-only tasks is FGD's, on this ``F``::
 
     delta(n) = F(n) - F(n after placing the task);   score(n) = floor(100 * sigmoid(delta / 1000))
 
@@ -44,10 +45,15 @@ the best ``ss``, then the best exact ``delta``. The key ``fgd(n, g) - 1000 * ss(
 rescaled to 0..100 over the feasible nodes (order and ties kept).
 
 Measured on openb (10 seeds, allocation at 100% arrived): default 95.27 (FGD) -> 95.85; every
-workload with published results gains (+0.08 to +0.92). See ``docs/research/beyond-fgd.md``.
+workload with published results gains (+0.08 to +0.92). With ``cpu_share_cap: false`` default
+is the same (+0.57) and the mean gain over the nine workloads a little higher, but the two
+``gpuspec`` workloads swap (+0.96 / +0.11 instead of +0.08 / +0.64): which GPU models
+unconstrained tasks drift onto decides them, and neither setting models that scarcity. See
+``docs/research/beyond-fgd.md``.
 
 Arguments: ``coverage`` (default 0.95, as in FGD), ``alpha`` (default 0.1, in [0, 1]),
-``closed_below`` (default 100 milli, >= 1). ``alpha = 0`` with ``closed_below = 1000`` is FGD.
+``closed_below`` (default 100 milli, >= 1), ``cpu_share_cap`` (default true). ``alpha = 0``
+with ``closed_below = 1000`` is FGD exactly.
 """
 
 from __future__ import annotations
@@ -69,6 +75,8 @@ I64 = NDArray[np.int64]
 _ShapeKey = tuple[int, int, int]
 #: Weight of the sum-of-squares key over FGD's integer score (which lies in 0..100).
 _LEXICOGRAPHIC = 1000.0
+#: CPU per GPU that never caps a task's CPU need (``cpu_share_cap: false``).
+_NO_CAP = 1 << 40
 #: Batches of node states at least this large are deduplicated before evaluation.
 _DEDUP_AT = 128
 
@@ -152,7 +160,13 @@ class FgdSs:
     name = "fgd-ss"
     maturity = "experimental: research policy, measured on the openb traces (see module doc)"
 
-    def __init__(self, target: TargetWorkload, alpha: float = 0.1, closed_below: int = 100) -> None:
+    def __init__(
+        self,
+        target: TargetWorkload,
+        alpha: float = 0.1,
+        closed_below: int = 100,
+        cpu_share_cap: bool = True,
+    ) -> None:
         if not 0.0 <= alpha <= 1.0:
             raise ConfigError(f"fgd-ss: args.alpha must be in [0, 1], got {alpha}")
         if not 1 <= closed_below <= MILLI_PER_GPU:
@@ -162,6 +176,7 @@ class FgdSs:
         self.target = target
         self.alpha = alpha
         self.closed_below = closed_below
+        self.cpu_share_cap = cpu_share_cap
         self._layout = -1
         self._frag = CapacityFragmentation(target, (), alpha)
         self._cpu_per_gpu = np.zeros(0, dtype=np.int64)
@@ -172,7 +187,7 @@ class FgdSs:
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any], ctx: PluginContext) -> FgdSs:
-        known = {"coverage", "alpha", "closed_below"}
+        known = {"coverage", "alpha", "closed_below", "cpu_share_cap"}
         unknown = set(args) - known
         if unknown:
             raise ConfigError(
@@ -185,6 +200,7 @@ class FgdSs:
             TargetWorkload.from_shapes(ctx.workload_hint, coverage),
             alpha=float(args.get("alpha", 0.1)),
             closed_below=int(args.get("closed_below", 100)),
+            cpu_share_cap=bool(args.get("cpu_share_cap", True)),
         )
 
     # -- caches ----------------------------------------------------------------------------
@@ -195,7 +211,10 @@ class FgdSs:
             return
         self._layout = key
         self._frag = CapacityFragmentation(self.target, state.models, self.alpha)
-        self._cpu_per_gpu = state.cpu_cap // np.maximum(state.gpu_count, 1)
+        if self.cpu_share_cap:
+            self._cpu_per_gpu = state.cpu_cap // np.maximum(state.gpu_count, 1)
+        else:
+            self._cpu_per_gpu = np.full(state.size, _NO_CAP, dtype=np.int64)
         self._f = np.zeros(state.size)
         self._f_stamp = np.full(state.size, -1, dtype=np.int64)
         self._shapes = {}
