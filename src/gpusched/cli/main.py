@@ -30,7 +30,7 @@ from gpusched.errors import ConfigError, GpuschedError, InputError
 from gpusched.io.native import dump_workload
 from gpusched.io.openb import read_openb_nodes, read_openb_pods, read_paper_results, workload_path
 from gpusched.io.profiles import dump_profile
-from gpusched.report.html import bench_report, simulate_report
+from gpusched.report.html import BENCH_HEADERS, bench_report, bench_rows, simulate_report
 from gpusched.scheduler import POLICIES, policy_spec
 from gpusched.sim.bench import run_bench
 from gpusched.sim.runs import SimRun, simulate
@@ -226,19 +226,10 @@ def bench_openb(
         f"(seeds {seeds}, {len(nodes)} nodes, {len(jobs):,} pods)",
         title_justify="left",
     )
-    for col in ("policy", "allocation %", "paper %", "Δ", "frag %", "paper frag %", "s/run"):
+    for col in BENCH_HEADERS:
         table.add_column(col, justify="left" if col == "policy" else "right")
-    for s in summaries:
-        ref = paper.get(s.policy)
-        table.add_row(
-            s.policy,
-            f"{s.alloc_mean:.2f} ± {s.alloc_std:.2f}",
-            f"{ref.alloc_mean:.2f} ± {ref.alloc_std:.2f}" if ref else "—",
-            f"{s.alloc_mean - ref.alloc_mean:+.2f}" if ref else "—",
-            f"{s.frag_mean:.2f}",
-            f"{ref.frag_mean:.2f}" if ref else "—",
-            f"{s.seconds_per_run:.2f}",
-        )
+    for cells in bench_rows(summaries, paper):
+        table.add_row(*cells)
     out.print(table)
     if report:
         out.print(f"report: {report}")

@@ -18,7 +18,7 @@ from gpusched.report.charts import bar_chart, line_chart
 from gpusched.sim.bench import PolicySummary
 from gpusched.sim.runs import SimRun
 
-__all__ = ["bench_report", "simulate_report"]
+__all__ = ["BENCH_HEADERS", "bench_report", "bench_rows", "simulate_report"]
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;
@@ -57,15 +57,19 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], best: int | No
     return "".join(out)
 
 
-def bench_report(
-    path: str | Path,
-    workload: str,
-    summaries: Sequence[PolicySummary],
-    paper: Mapping[str, Any],
-    seeds: Sequence[int],
-) -> None:
-    """Write the openb benchmark report to ``path``."""
-    best = int(np.argmax([s.alloc_mean for s in summaries])) if summaries else None
+BENCH_HEADERS = (
+    "policy",
+    "allocation %",
+    "paper %",
+    "Δ",
+    "frag % of capacity",
+    "paper frag %",
+    "s / run",
+)
+
+
+def bench_rows(summaries: Sequence[PolicySummary], paper: Mapping[str, Any]) -> list[list[str]]:
+    """One row per policy under :data:`BENCH_HEADERS` (shared by the report and the CLI)."""
     rows = []
     for s in summaries:
         ref = paper.get(s.policy)
@@ -80,6 +84,19 @@ def bench_report(
                 f"{s.seconds_per_run:.2f}",
             ]
         )
+    return rows
+
+
+def bench_report(
+    path: str | Path,
+    workload: str,
+    summaries: Sequence[PolicySummary],
+    paper: Mapping[str, Any],
+    seeds: Sequence[int],
+) -> None:
+    """Write the openb benchmark report to ``path``."""
+    best = int(np.argmax([s.alloc_mean for s in summaries])) if summaries else None
+    rows = bench_rows(summaries, paper)
     x = list(range(131))
     alloc = {s.policy: (x, list(s.mean_curve("alloc_pct"))) for s in summaries}
     frag_series = {}
@@ -100,15 +117,7 @@ def bench_report(
         f"{html.escape(_seed_text(seeds))}. The KPI is the share of the cluster's GPU capacity "
         "allocated when the arrived GPU request first reaches 100% of capacity.</p>",
         _table(
-            [
-                "policy",
-                "allocation %",
-                "paper %",
-                "Δ",
-                "frag % of capacity",
-                "paper frag %",
-                "s / run",
-            ],
+            BENCH_HEADERS,
             rows,
             best,
         ),
