@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -56,10 +56,12 @@ from gpusched.model import (
     MEMORY,
     MILLI_PER_GPU,
     Job,
+    PriorityClass,
     QueueName,
     QueueSpec,
     QueueTree,
     Resources,
+    SchedulingConfig,
 )
 
 __all__ = [
@@ -196,24 +198,6 @@ class SchedulingFile(BaseModel):
         default_factory=list,
         description="The queue tree; absent or empty: no queues (quota disabled).",
     )
-
-
-@dataclass(frozen=True, slots=True)
-class PriorityClass:
-    """A named priority: ``value`` becomes the job's priority; ``preemptible`` its default."""
-
-    name: str
-    value: int
-    preemptible: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class SchedulingConfig:
-    """A loaded scheduling config: the queue tree (``None``: no queues) and priority classes by
-    name."""
-
-    queues: QueueTree | None
-    priority_classes: dict[str, PriorityClass]
 
 
 def load_scheduling(path: str | Path) -> SchedulingConfig:

@@ -13,6 +13,7 @@ from gpusched.model.ids import GpuModel, JobId, NodeName, QueueName, TaskId
 from gpusched.model.node import Gpu, Node
 from gpusched.model.queue import QueueSpec, QueueTree
 from gpusched.model.resources import CPU, GPU, MEMORY, MILLI_PER_GPU, Resources, gpu_model_resource
+from gpusched.model.scheduling import PriorityClass, SchedulingConfig
 from gpusched.model.task import Job, JobKind, Task, TaskShape
 
 __all__ = [
@@ -32,10 +33,12 @@ __all__ = [
     "Node",
     "NodeName",
     "Operator",
+    "PriorityClass",
     "QueueName",
     "QueueSpec",
     "QueueTree",
     "Resources",
+    "SchedulingConfig",
     "Taint",
     "Task",
     "TaskId",
