@@ -131,6 +131,7 @@ class Session:
         "blocked_nodes",
         "ctx",
         "default_runtime",
+        "end_of",
         "ends_cache",
         "evicted",
         "plan",
@@ -169,6 +170,8 @@ class Session:
         # Bumped whenever the set of running jobs changes (caches of expected ends key on it).
         self.running_epoch = 0
         self.ends_cache: tuple[int, list[tuple[float, JobId]]] | None = None
+        # Expected end of each running job (fixed within a cycle: start and estimate are).
+        self.end_of: dict[JobId, float] = {}
 
     # -- placing ---------------------------------------------------------------------------
 
@@ -366,6 +369,7 @@ class Session:
         """Release every task of running job ``job_id`` in the working state (whole gang)."""
         run = self.running.pop(job_id)
         self.running_epoch += 1
+        self.end_of.pop(job_id, None)
         if self.quota is not None:
             self.quota.refund(run.job.queue, self.charge_of(run.job))
         for task in run.job.tasks:

@@ -37,6 +37,7 @@ __all__ = [
     "Allocation",
     "AllocationMap",
     "ClusterState",
+    "ReleaseBatch",
     "VersionClock",
     "shape_class",
 ]
@@ -80,6 +81,12 @@ class VersionClock:
         value = self._next
         self._next += 1
         return value
+
+    def ticks(self, count: int) -> I64:
+        """``count`` fresh stamps at once."""
+        start = self._next
+        self._next += count
+        return np.arange(start, start + count, dtype=np.int64)
 
 
 class AllocationMap:
@@ -198,6 +205,35 @@ class Allocation:
     gpu_milli: int
     cpu_milli: int
     memory_mib: int
+
+
+class ReleaseBatch:
+    """Allocations as flat arrays, in a given order, for :meth:`ClusterState.free_batch`.
+
+    Entry ``i`` is one task (node, CPU, memory, shape class); its GPUs are entries
+    ``gpu_offset[i] .. gpu_offset[i + 1]`` of ``gpu_slot`` (``node * G + g``) and ``gpu_milli``.
+    """
+
+    __slots__ = ("cpu", "gpu_milli", "gpu_offset", "gpu_slot", "mem", "node", "shape")
+
+    def __init__(self, allocations: Sequence[Allocation], gpu_slots: int) -> None:
+        count = len(allocations)
+        self.node = np.fromiter((a.node for a in allocations), dtype=np.int64, count=count)
+        self.cpu = np.fromiter((a.cpu_milli for a in allocations), dtype=np.int64, count=count)
+        self.mem = np.fromiter((a.memory_mib for a in allocations), dtype=np.int64, count=count)
+        self.shape = np.fromiter(
+            (shape_class(len(a.gpus), a.gpu_milli) for a in allocations),
+            dtype=np.int64,
+            count=count,
+        )
+        widths = np.fromiter((len(a.gpus) for a in allocations), dtype=np.int64, count=count)
+        self.gpu_offset = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+        self.gpu_slot = np.fromiter(
+            (a.node * gpu_slots + g for a in allocations for g in a.gpus), dtype=np.int64
+        )
+        self.gpu_milli = np.fromiter(
+            (a.gpu_milli for a in allocations for _ in a.gpus), dtype=np.int64
+        )
 
 
 class ClusterState:
@@ -321,8 +357,13 @@ class ClusterState:
         """GPU share held by allocations, in milli-GPU."""
         return int(self.total_gpu_milli - self.gpu_idle.sum())
 
-    def copy(self) -> ClusterState:
-        """A working copy: arrays and allocations copied, the version clock shared."""
+    def copy(self, *, allocations: bool = True) -> ClusterState:
+        """A working copy: arrays and allocations copied, the version clock shared.
+
+        ``allocations=False`` gives the copy an empty allocation map: a what-if state for fit
+        tests only (its free arrays may then be changed with :meth:`free_batch`), which costs no
+        map layer at all. Plugins read free arrays, never the map.
+        """
         other = ClusterState.__new__(ClusterState)
         other.nodes = self.nodes
         other.names = self.names
@@ -341,10 +382,13 @@ class ClusterState:
         other.shape_count = self.shape_count.copy()
         other.version = self.version.copy()
         other.clock = self.clock
-        # Both states now read through the current map, which must not change any more: the
-        # next change to this state happens on a fresh layer (see _own_allocations).
-        self._shared = True
-        other.allocations = AllocationMap(self.allocations)
+        if not allocations:
+            other.allocations = AllocationMap()
+        else:
+            # Both states now read through the current map, which must not change any more:
+            # the next change to this state happens on a fresh layer (see _own_allocations).
+            self._shared = True
+            other.allocations = AllocationMap(self.allocations)
         other._shared = False
         other._layout = self._layout
         return other
@@ -355,6 +399,9 @@ class ClusterState:
         if layout.empty is None:
             layout.empty = ClusterState.from_nodes(self.nodes, models=self.models)
             layout.empty._layout = layout
+            # Stamp 0 means "nothing ever allocated" in every state of a layout; later stamps
+            # of the empty state and its copies come from the same clock, so none collides.
+            layout.empty.clock = self.clock
         return layout.empty
 
     @property
@@ -424,6 +471,38 @@ class ClusterState:
         )
         allocations[task.id] = alloc
         return alloc
+
+    def free_batch(self, batch: ReleaseBatch, count: int) -> None:
+        """Return the resources of the first ``count`` entries of ``batch`` to the free arrays,
+        as vector sums, without touching the allocation map (what-if states of
+        :meth:`copy` with ``allocations=False``)::
+
+            cpu_free[n] += SUM_{i < count, node_i = n} cpu_i        (likewise memory)
+            gpu_free[n, g] += SUM_{j < gcount, (node_j, gpu_j) = (n, g)} milli_j
+        """
+        if count <= 0:
+            return
+        n = self.size
+        node = batch.node[:count]
+        self.cpu_free += np.bincount(node, batch.cpu[:count], minlength=n).astype(np.int64)
+        self.mem_free += np.bincount(node, batch.mem[:count], minlength=n).astype(np.int64)
+        classes = self.shape_count.shape[1]
+        self.shape_count -= (
+            np.bincount(node * classes + batch.shape[:count], minlength=n * classes)
+            .reshape(n, classes)
+            .astype(np.int32)
+        )
+        gcount = int(batch.gpu_offset[count])
+        if gcount:
+            width = self.gpu_slots
+            slot = batch.gpu_slot[:gcount]
+            milli = batch.gpu_milli[:gcount]
+            self.gpu_free += (
+                np.bincount(slot, milli, minlength=n * width).reshape(n, width).astype(np.int32)
+            )
+            self.gpu_idle += np.bincount(slot // width, milli, minlength=n).astype(np.int64)
+        changed = np.unique(node)
+        self.version[changed] = self.clock.ticks(len(changed))
 
     def release_many(self, task_ids: Iterable[TaskId]) -> None:
         """Release several tasks at once, with vector updates (same result as one by one)."""
