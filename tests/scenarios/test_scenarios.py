@@ -54,7 +54,6 @@ any check fails other than the named ones, so the rest of the scenario keeps gua
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -81,19 +80,11 @@ from gpusched.io.scheduling import (
 )
 from gpusched.io.yamlfile import load_yaml, validate
 from gpusched.model import (
-    Constraints,
-    Effect,
-    Expression,
-    Job,
     JobId,
-    Node,
     NodeName,
-    Operator,
     QueueName,
-    Taint,
     Task,
     TaskId,
-    Toleration,
 )
 from gpusched.plugins.fragmentation import TargetWorkload
 from gpusched.scheduler import build_profile, policy_spec, schedule
@@ -132,71 +123,10 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class TaintEntry(_Strict):
-    key: str = Field(min_length=1)
-    value: str = ""
-    effect: Effect = Effect.NO_SCHEDULE
-
-
-class ScenarioNodeGroup(NodeGroup):
-    """A native node group with taints (the native cluster format has none)."""
-
-    taints: list[TaintEntry] = Field(default_factory=list)
-
-    def build(self) -> list[Node]:
-        taints = tuple(Taint(t.key, t.value, t.effect) for t in self.taints)
-        return [replace(n, taints=taints) for n in super().build()]
-
-
-class TolerationEntry(_Strict):
-    key: str = ""
-    operator: Operator = Operator.EQUAL
-    value: str = ""
-    effect: Effect | None = None
-
-
-class ExpressionEntry(_Strict):
-    key: str = Field(min_length=1)
-    operator: Operator
-    values: list[str] = Field(default_factory=list)
-
-    def build(self) -> Expression:
-        return Expression(self.key, self.operator, tuple(self.values))
-
-
-class PreferredEntry(_Strict):
-    weight: int = Field(ge=1)
-    match: list[ExpressionEntry] = Field(min_length=1)
-
-
-class ScenarioJob(JobEntry):
-    """A native job entry with node constraints (the native workload format has none)."""
-
-    tolerations: list[TolerationEntry] = Field(default_factory=list)
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    affinity_required: list[list[ExpressionEntry]] = Field(
-        default_factory=list, description="Terms ORed; expressions of a term ANDed."
-    )
-    affinity_preferred: list[PreferredEntry] = Field(default_factory=list)
-
-    def build(self) -> Job:
-        job = super().build()
-        constraints = Constraints(
-            node_selector=tuple(sorted(self.node_selector.items())),
-            tolerations=tuple(
-                Toleration(t.key, t.operator, t.value, t.effect) for t in self.tolerations
-            ),
-            required=tuple(tuple(e.build() for e in term) for term in self.affinity_required),
-            preferred=tuple(
-                (p.weight, tuple(e.build() for e in p.match)) for p in self.affinity_preferred
-            ),
-        )
-        if constraints.empty:
-            return job
-        tasks = tuple(
-            replace(t, shape=replace(t.shape, constraints=constraints)) for t in job.tasks
-        )
-        return replace(job, tasks=tasks)
+# The native formats carry taints and node constraints (same field names), so scenario files
+# use the native entries as they are.
+ScenarioNodeGroup = NodeGroup
+ScenarioJob = JobEntry
 
 
 class Placement(_Strict):

@@ -10,19 +10,23 @@ For a job ``j`` of queue ``q`` requesting ``r`` (over every resource ``x`` named
   ``U_a[x] + r[x] <= limit_a[x]``; otherwise the job waits, whatever the cluster has free.
 * **within guarantee:** for each ``a`` on the path: ``U_a[x] + r[x] <= G_a[x]`` for ``x`` in
   ``{gpu} | names(G_a)``. Such a job may reclaim borrowed resources by preemption.
-* **borrowing** (not within guarantee): allowed while ``r[gpu] <= B[gpu]``, with the pool
+* **borrowing** (not within guarantee): the job uses what is left of its own guarantee, and
+  borrows the rest, ``b = max_{a in path(q)} max(0, r[gpu] - max(0, G_a - U_a))``. Allowed
+  while ``b <= B_q`` with the pool
 
-      B = C - SUM_q max(G_q, U_q) + SUM_q min(lend_q, max(0, G_q - U_q))      (over leaf queues)
+      B_q = C - SUM_p max(G_p, U_p) + SUM_{p not on path(q)} min(lend_p, max(0, G_p - U_p))
 
-  where ``C`` is the cluster's capacity: free capacity not promised to anyone, plus the part of
-  idle guarantees their owners lend (all of it when no lending limit is set).
+  over leaf queues ``p``, where ``C`` is the cluster's capacity: free capacity not promised to
+  anyone, plus the part of *other* queues' idle guarantees that their owners lend (all of it
+  when no lending limit is set). A queue's own lending limit never stops it from using its
+  own guarantee.
 * **fair share:** ``share_q = max_x (U_q[x] + H_q[x]) / C[x] / weight_q`` -- weighted dominant
   resource share of current usage ``U`` plus decayed past usage ``H`` (supplied by the driver).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from gpusched.framework.state import ClusterState
 from gpusched.model import (
@@ -33,19 +37,23 @@ from gpusched.model import (
     QueueName,
     QueueTree,
     Resources,
+    Task,
     gpu_model_resource,
 )
 
 __all__ = ["QuotaBook", "job_request"]
 
 
-def job_request(job: Job, models: Iterable[str] = ()) -> Resources:
-    """What ``job`` is charged: its ``min_available`` tasks (``models``: where each GPU task
-    landed, when known)."""
+def job_request(
+    job: Job, models: Iterable[str] = (), tasks: Sequence[Task] | None = None
+) -> Resources:
+    """What ``tasks`` of ``job`` are charged (default: the gang, its ``min_available`` tasks;
+    a running job is charged for every task it holds, elastic members included). ``models``:
+    where each task landed, when known."""
     gpu = cpu = mem = 0
     per_model: dict[str, int] = {}
     landed = list(models)
-    for i, task in enumerate(job.tasks[: job.min_available]):
+    for i, task in enumerate(job.tasks[: job.min_available] if tasks is None else tasks):
         s = task.shape
         g = s.num_gpu * s.gpu_milli
         gpu += g
@@ -116,6 +124,42 @@ class QuotaBook:
                     )
         return None
 
+    def never_fits(self, queue: QueueName, req: Resources) -> str | None:
+        """Why ``req`` could not be admitted to ``queue`` even with every queue idle, or
+        ``None``: it exceeds a limit on the path, or the part beyond the guarantees exceeds
+        what could ever be borrowed, ``max_a (r - G_a) > C - SUM_p G_p + SUM_{p not on path}
+        min(lend_p, G_p)``."""
+        path = self.tree.path(queue)
+        for q in path:
+            limit = self.tree[q].limit
+            for x, cap in (limit or Resources()).items():
+                if req[x] > cap:
+                    return (
+                        f"the job needs {_fmt(x, req[x])} but queue {q!r} is limited to "
+                        f"{_fmt(x, cap)}: it can never run there; raise the limit or make the "
+                        "job smaller"
+                    )
+        beyond = max(max(0, req[GPU] - self.tree[q].guaranteed[GPU]) for q in path)
+        pool = self.capacity[GPU]
+        for p in self.tree.leaves():
+            spec = self.tree[p]
+            g = spec.guaranteed[GPU]
+            pool -= g
+            if p not in path:
+                lend = (
+                    g
+                    if spec.lending_limit is None or GPU not in spec.lending_limit
+                    else (spec.lending_limit[GPU])
+                )
+                pool += min(lend, g)
+        if beyond > pool:
+            return (
+                f"the job needs {_fmt(GPU, beyond)} beyond queue {queue!r}'s guarantee but at "
+                f"most {_fmt(GPU, max(pool, 0))} can ever be borrowed (others' guarantees and "
+                "lending limits): it can never run there"
+            )
+        return None
+
     def within_guarantee(self, queue: QueueName, req: Resources) -> bool:
         for q in self.tree.path(queue):
             g = self.tree[q].guaranteed
@@ -124,13 +168,17 @@ class QuotaBook:
                     return False
         return True
 
-    def borrowable(self, resource: str = GPU) -> int:
-        """The pool ``B[resource]`` others may borrow from (see module docstring)."""
+    def borrowable(self, queue: QueueName | None = None, resource: str = GPU) -> int:
+        """The pool ``B_q[resource]`` that ``queue`` may borrow from (module docstring); with
+        no queue, what anyone could borrow from all lent idle guarantees."""
+        own = set(self.tree.path(queue)) if queue is not None and queue in self.tree else set()
         pool = self.capacity[resource]
         for q in self.tree.leaves():
             spec = self.tree[q]
             g, u = spec.guaranteed[resource], self.usage[q][resource]
             pool -= max(g, u)
+            if q in own:
+                continue  # the queue's own idle guarantee is used, not borrowed
             lend = (
                 g
                 if spec.lending_limit is None or resource not in spec.lending_limit
@@ -139,8 +187,19 @@ class QuotaBook:
             pool += min(lend, max(0, g - u))
         return pool
 
-    def may_borrow(self, req: Resources) -> bool:
-        return req[GPU] <= self.borrowable(GPU)
+    def beyond_guarantee(self, queue: QueueName, req: Resources, resource: str = GPU) -> int:
+        """``b = max_{a in path(q)} max(0, r - max(0, G_a - U_a))``: the part of ``req`` that
+        no guarantee on ``queue``'s path covers (what the job borrows)."""
+        worst = 0
+        for q in self.tree.path(queue):
+            room = max(0, self.tree[q].guaranteed[resource] - self.usage[q][resource])
+            worst = max(worst, req[resource] - room)
+        return worst
+
+    def may_borrow(self, queue: QueueName, req: Resources) -> bool:
+        """Whether the part of ``req`` beyond ``queue``'s guarantees fits the pool
+        ``B_q``: ``b <= B_q`` (module docstring)."""
+        return self.beyond_guarantee(queue, req) <= self.borrowable(queue)
 
     def borrowed(self, queue: QueueName) -> int:
         """GPU milli ``queue`` uses beyond its guarantee."""

@@ -285,11 +285,21 @@ class Session:
                 self.plan.pending[job.id] = status
                 self._failed[key] = status
                 return status
-        # Elastic members beyond the gang: best effort, one by one.
+        # Elastic members beyond the gang: best effort, one by one, each within the queue's
+        # limit and guarantee-or-borrowing rules like the gang itself.
+        gang = {t.id for t in todo[: max(need, 0)]}
+        members = [t for t in job.tasks if t.id in gang or t.id in self.state.allocations]
         for task in todo[max(need, 0) :]:
+            if self.quota is not None:
+                # A job placed by eviction (check_quota=False) must stay within its guarantee,
+                # so its members may not borrow (it could be reclaimed back: a loop).
+                req = job_request(job, tasks=[*members, task])
+                if self._quota_problem(job.queue, req, borrow=check_quota):
+                    break
             single = Statement(self.state)
             if self.place_task(task, single).ok:
                 stmt.adopt(single)
+                members.append(task)
         self._commit(job, stmt)
         return Status.success()
 
@@ -320,15 +330,20 @@ class Session:
             self.running[job.id] = RunningJob(job, self.snapshot.now)
         self.running_epoch += 1
 
-    def charge_of(self, job: Job) -> Resources:
-        """The quota charge of ``job``, with the GPU models its placed tasks landed on."""
+    def charge_of(self, job: Job, tasks: Sequence[Task] | None = None) -> Resources:
+        """The quota charge of ``job``'s bound tasks (or of ``tasks``, bound ones), with the
+        GPU models they landed on: gang and elastic members alike."""
         state = self.state
         models: list[str] = []
-        for task in job.tasks[: job.min_available]:
+        held: list[Task] = []
+        for task in job.tasks if tasks is None else tasks:
             alloc = state.allocations.get(task.id)
-            mid = int(state.model_id[alloc.node]) if alloc is not None else -1
+            if alloc is None:
+                continue
+            mid = int(state.model_id[alloc.node])
             models.append(state.models[mid] if mid >= 0 else "")
-        return job_request(job, models)
+            held.append(task)
+        return job_request(job, models, held)
 
     def quota_refusal(self, job: Job) -> Status | None:
         """Why the queues keep ``job`` waiting right now, or ``None``."""
@@ -344,16 +359,26 @@ class Session:
                 ),
             )
         req = job_request(job)
-        over = quota.over_limit(job.queue, req)
+        never = quota.never_fits(job.queue, req)
+        if never is not None:
+            return Status(Code.UNRESOLVABLE, (never,))
+        problem = self._quota_problem(job.queue, req)
+        return None if problem is None else Status(Code.UNSCHEDULABLE, (problem,))
+
+    def _quota_problem(
+        self, queue: QueueName, req: Resources, *, borrow: bool = True
+    ) -> str | None:
+        """Why ``req`` may not be charged to ``queue`` now (limit, or borrowing), or ``None``."""
+        quota = self.quota
+        assert quota is not None
+        over = quota.over_limit(queue, req)
         if over is not None:
-            return Status(Code.UNSCHEDULABLE, (over,))
-        if not quota.within_guarantee(job.queue, req) and not quota.may_borrow(req):
-            return Status(
-                Code.UNSCHEDULABLE,
-                (
-                    f"{quota.describe(job.queue)}; the job needs {req['gpu'] / 1000:g} GPUs "
-                    f"beyond it and only {max(quota.borrowable(), 0) / 1000:g} can be borrowed",
-                ),
+            return over
+        if not quota.within_guarantee(queue, req) and not (borrow and quota.may_borrow(queue, req)):
+            return (
+                f"{quota.describe(queue)}; the job needs "
+                f"{quota.beyond_guarantee(queue, req) / 1000:g} GPUs beyond it and only "
+                f"{max(quota.borrowable(queue), 0) / 1000:g} can be borrowed now"
             )
         return None
 
