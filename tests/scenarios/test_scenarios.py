@@ -27,6 +27,7 @@ what must happen; this module runs them all (one test per file, named by the fil
     expect:
       binds: {hi: {nodes: [a], gpus: {a: [0, 1, 2, 3]}, tasks: 1}}   # exactly these jobs bind
       evictions: [lo]                                                 # exactly these are evicted
+      evicted_members: {el: [el-3, el-2]}     # elastic pods evicted (the job keeps running)
       no_binds: {other: {reason: "substring", code: Unschedulable}}   # must stay pending
       reservations: {big: {start: 3600, nodes: [a]}}                  # exactly these, if given
       estimated_start: {big: 3600, never: null}                       # null: no estimate
@@ -42,8 +43,8 @@ every job that binds ends up with at least ``min_available`` tasks placed. Simul
 check the same after every cycle.
 
 All checks of a scenario run and every mismatch is reported, named by the expectation it breaks
-(``binds``, ``binds[j]``, ``evictions``, ``no_binds[j]``, ``reservations``, ``estimated_start[j]``,
-``nominations``, ``metrics[k]``, ``events``, ``jobs[j].first_start``, ``invariant``).
+(``binds``, ``binds[j]``, ``evictions``, ``evicted_members``, ``no_binds[j]``, ``reservations``,
+``estimated_start[j]``, ``nominations``, ``metrics[k]``, ``events``, ``jobs[j].first_start``, ``invariant``).
 
 A scenario marked ``xfail`` documents a disagreement between code and documented behaviour: the
 expectation is kept as documented and the scenario is expected to fail, strictly: it is an error
@@ -179,6 +180,7 @@ class JobRecordExpect(_Strict):
 class Expect(_Strict):
     binds: dict[str, BindExpect | None] = Field(default_factory=dict)
     evictions: list[str] = Field(default_factory=list)
+    evicted_members: dict[str, list[str]] = Field(default_factory=dict)
     no_binds: dict[str, PendingExpect | None] = Field(default_factory=dict)
     reservations: dict[str, ReservationExpect] | None = None
     estimated_start: dict[str, float | None] = Field(
@@ -302,9 +304,23 @@ def check_plan_invariants(loaded: Loaded, snapshot: Snapshot, plan: Plan, fails:
     for ev in plan.evictions:
         run = snapshot.running.get(ev.job)
         fails.check(run is not None, f"invariant: evicted {ev.job}, which was not running")
-        if run is not None:
-            fails.check(run.job.preemptible, f"invariant: evicted non-preemptible {ev.job}")
+        if run is None:
+            continue
+        fails.check(run.job.preemptible, f"invariant: evicted non-preemptible {ev.job}")
+        if not ev.tasks:
             state.release_many(t.id for t in run.job.tasks)
+            continue
+        elastic = {t.id for t in run.job.tasks[run.job.min_available :]}
+        fails.check(
+            set(ev.tasks) <= elastic,
+            f"invariant: member eviction of {ev.job} takes non-elastic pods {ev.tasks}",
+        )
+        state.release_many(ev.tasks)
+        held = sum(1 for t in run.job.tasks if t.id in state.allocations)
+        fails.check(
+            held >= run.job.min_available,
+            f"invariant: {ev.job} left with {held} < min_available pods",
+        )
     stmt = Statement(state)
     try:
         for b in plan.binds:
@@ -325,12 +341,22 @@ def check_plan_invariants(loaded: Loaded, snapshot: Snapshot, plan: Plan, fails:
 
 def check_plan(loaded: Loaded, plan: Plan, fails: Failures) -> None:
     expect = loaded.spec.expect
-    evicted = [e.job for e in plan.evictions]
+    evicted = [e.job for e in plan.evictions if not e.tasks]
     fails.check(
         sorted(evicted) == sorted(expect.evictions),
         f"evictions: {sorted(evicted)}; expected {sorted(expect.evictions)}",
     )
     fails.check(len(set(evicted)) == len(evicted), f"evictions: a job evicted twice: {evicted}")
+    members: dict[str, list[str]] = {}
+    for e in plan.evictions:
+        if e.tasks:
+            members.setdefault(e.job, []).extend(e.tasks)
+    want_members = {j: sorted(t) for j, t in expect.evicted_members.items()}
+    got_members = {j: sorted(t) for j, t in members.items()}
+    fails.check(
+        got_members == want_members,
+        f"evicted_members: {got_members}; expected {want_members}",
+    )
     bound = plan.bound_jobs()
     pending = {j: s.message for j, s in plan.pending.items()}
     fails.check(

@@ -1,17 +1,24 @@
 """Disruptive actions: ``reclaim`` (quota) and ``preempt`` (priority), gang-aware.
 
-Both make room for a pending job ``P`` by evicting whole running jobs, chosen by the profile's
+Both make room for a pending job ``P`` by evicting running work, chosen by the profile's
 victim order (cheapest first), and place ``P`` in the same cycle on the freed capacity, so no
 other job can take it (the plan *nominates* ``P`` for those nodes; a live driver binds it once
-the victims are gone). The search:
+the victims are gone). A *victim* is either one elastic member of a running job (a pod beyond
+its ``min_available``; the job keeps running) or a whole job with every pod (gangs go whole).
+Elastic members come first, then whole jobs, each by cost. The search:
 
-1. eligible victims ``V`` (see below), sorted by cost; skip ``P`` if even evicting all of ``V``
-   could not free enough GPU;
-2. on a scratch copy, evict ``V`` one by one until ``P`` fits (placement uses the profile's own
-   filters and scores);
-3. *reprieve*: give back each chosen victim, most expensive first, if ``P`` still fits without
-   evicting it -- so the final set is small and cheap;
-4. evict the survivors of that set for real and place ``P``.
+1. eligible victims ``V`` (see below), sorted; skip ``P`` if even evicting every whole job of
+   ``V`` could not free enough GPU;
+2. *greedy*: on a scratch copy, evict ``V`` in order until ``P`` fits (placement uses the
+   profile's own filters and scores), then *reprieve* each chosen victim, most GPUs first, that
+   ``P`` can do without -- so the set is small and cheap;
+3. *node-local* (when ``P`` has one task left to place): the same greedy over the victims on
+   one node only, for the :data:`NODE_TRIALS` most promising nodes (enough could be freed
+   there; cheapest first victim first). A global greedy pass can spend its eligibility on
+   cheap victims in the wrong place (reclaim: a queue may lose only what it borrowed);
+4. of the sets found, the least disruptive wins: fewest whole jobs, then the lowest highest
+   priority among them, then fewest GPUs, then fewest evictions; evict it for real and place
+   ``P``.
 
 Eligible victims, for both actions: preemptible, running at least ``min_runtime_s``, evicted
 fewer than ``max_evictions`` times before (a per-job disruption budget), and not placed in this
@@ -31,14 +38,57 @@ evicted to make room can never evict its evictor in return.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from gpusched.framework import Code, RunningJob, Session, Statement
 from gpusched.framework.quota import job_request
-from gpusched.model import Job
+from gpusched.model import Job, Task, TaskId
 
-__all__ = ["Preempt", "Reclaim"]
+__all__ = ["NODE_TRIALS", "Preempt", "Reclaim", "Victim", "victims_of"]
 
 Eligible = Callable[[Session, Job, RunningJob], bool]
+
+#: Nodes tried one at a time by the node-local phase of the victim search.
+NODE_TRIALS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Victim:
+    """What one eviction frees: a whole running job, or one elastic member of it.
+
+    ``tasks`` are the bound tasks released; ``nodes`` the nodes they are on.
+    """
+
+    run: RunningJob
+    tasks: tuple[Task, ...]
+    whole: bool
+    gpu_milli: int
+    nodes: frozenset[int]
+
+    @property
+    def job(self) -> Job:
+        return self.run.job
+
+
+def victims_of(session: Session, run: RunningJob) -> list[Victim]:
+    """Each elastic member ``run`` holds beyond its gang (last bound first), then the whole
+    job."""
+    allocations = session.state.allocations
+    bound = [(t, a) for t in run.job.tasks if (a := allocations.get(t.id)) is not None]
+    out = []
+    extra = len(bound) - run.job.min_available
+    for task, alloc in reversed(bound[len(bound) - extra :] if extra > 0 else []):
+        out.append(Victim(run, (task,), False, task.shape.total_gpu_milli, frozenset({alloc.node})))
+    out.append(
+        Victim(
+            run,
+            tuple(t for t, _ in bound),
+            True,
+            sum(t.shape.total_gpu_milli for t, _ in bound),
+            frozenset(a.node for _, a in bound),
+        )
+    )
+    return out
 
 
 class _Evicting:
@@ -75,8 +125,8 @@ class _Evicting:
         """A quick necessary condition for ``job`` to have any victim."""
         return True
 
-    def still_eligible(self, session: Session, run: RunningJob, taken: list[RunningJob]) -> bool:
-        """Whether ``run`` may still be taken once ``taken`` are evicted."""
+    def still_eligible(self, session: Session, victim: Victim, taken: list[Victim]) -> bool:
+        """Whether ``victim`` may still be taken once ``taken`` are evicted."""
         return True
 
     def _base_eligible(self, session: Session, run: RunningJob) -> bool:
@@ -89,19 +139,26 @@ class _Evicting:
         )
 
     def _make_room(self, session: Session, job: Job, pool: list[RunningJob]) -> None:
-        victims = [r for r in pool if self.eligible(session, job, r)]
+        order = session.profile.victim_order
+        victims = [
+            v for r in pool if self.eligible(session, job, r) for v in victims_of(session, r)
+        ]
         if not victims:
             return
-        order = session.profile.victim_order
-        victims.sort(key=lambda r: order.cost(session, r))
+        # Elastic members first (the job keeps running), then whole jobs, each by cost.
+        victims.sort(key=lambda v: (v.whole, order.cost(session, v.run)))
         free = int(session.state.gpu_idle.sum())
-        if free + sum(r.job.gpu_milli for r in victims) < job.gpu_milli:
+        if free + sum(v.gpu_milli for v in victims if v.whole) < job.gpu_milli:
             return
         chosen = _search(session, job, victims, self)
         if chosen is None:
             return
-        for run in chosen:
-            session.evict(run.job.id, job.id, f"{self.reason} for {job.id}")
+        reason = f"{self.reason} for {job.id}"
+        for v in chosen:
+            if v.whole:
+                session.evict(v.job.id, job.id, reason)
+            else:
+                session.evict_members(v.job.id, [t.id for t in v.tasks], job.id, reason)
         del session.plan.pending[job.id]
         before = len(session.plan.binds)
         if session.place_job(job, check_quota=False).ok:
@@ -112,7 +169,7 @@ class _Evicting:
 def _fits(session: Session, job: Job) -> bool:
     stmt = Statement(session.state)
     ok = all(
-        session.place_task(t, stmt).ok
+        session.place_task(t, stmt, explain=False).ok
         for t in job.tasks[: job.min_available]
         if t.id not in session.state.allocations
     )
@@ -120,37 +177,78 @@ def _fits(session: Session, job: Job) -> bool:
     return ok
 
 
+def _set_cost(victims: list[Victim]) -> tuple[int, int, int, int]:
+    """How disruptive a victim set is: whole jobs evicted, their highest priority, GPUs freed,
+    number of evictions (compared in that order, smaller is better)."""
+    whole = [v for v in victims if v.whole]
+    top = max((v.job.priority for v in whole), default=-(2**62))
+    return (len(whole), top, sum(v.gpu_milli for v in victims), len(victims))
+
+
 def _search(
-    session: Session, job: Job, victims: list[RunningJob], evicting: _Evicting
-) -> list[RunningJob] | None:
-    """Smallest cheap set of victims whose eviction lets ``job`` fit (module docstring)."""
+    session: Session, job: Job, victims: list[Victim], evicting: _Evicting
+) -> list[Victim] | None:
+    """A small, cheap set of victims whose eviction lets ``job`` fit (module docstring)."""
+    found: list[list[Victim]] = []
+    gang = [t for t in job.tasks[: job.min_available] if t.id not in session.state.allocations]
+    if len(gang) == 1:
+        # Node-local: the victims on one node at a time (the nodes where the most could be
+        # freed, and the cheapest victims live, first).
+        need = gang[0].shape.total_gpu_milli
+        idle = session.state.gpu_idle
+        on_node: dict[int, list[Victim]] = {}
+        for v in victims:
+            if len(v.nodes) == 1:
+                on_node.setdefault(next(iter(v.nodes)), []).append(v)
+        ranked = sorted(
+            (n for n, vs in on_node.items() if idle[n] + sum(v.gpu_milli for v in vs) >= need),
+            key=lambda n: _set_cost(on_node[n][:1]),
+        )
+        for node in ranked[:NODE_TRIALS]:
+            got = _greedy(session, job, on_node[node], evicting)
+            if got is not None:
+                found.append(got)
+    got = _greedy(session, job, victims, evicting)
+    if got is not None:
+        found.append(got)
+    return min(found, key=_set_cost) if found else None
+
+
+def _greedy(
+    session: Session, job: Job, victims: list[Victim], evicting: _Evicting
+) -> list[Victim] | None:
+    """Evict ``victims`` in order on a scratch state until ``job`` fits, then reprieve each
+    chosen victim (most GPUs first) that ``job`` can do without."""
     original = session.state
     scratch = original.copy()
     session.state = scratch
     try:
-        taken: list[RunningJob] = []
-        for run in victims:
-            if not evicting.still_eligible(session, run, taken):
+        taken: list[Victim] = []
+        gone: set[TaskId] = set()
+        for v in victims:
+            if not v.whole and v.job.id in {t.job.id for t in taken if t.whole}:
                 continue
-            for task in run.job.tasks:
-                if task.id in scratch.allocations:
+            if not evicting.still_eligible(session, v, taken):
+                continue
+            if v.whole:  # a whole job subsumes its members taken before
+                taken = [t for t in taken if t.job.id != v.job.id]
+            for task in v.tasks:
+                if task.id not in gone:
                     scratch.release(task.id)
-            taken.append(run)
+                    gone.add(task.id)
+            taken.append(v)
             if _fits(session, job):
                 break
         else:
             return None
-        for run in sorted(taken, key=lambda r: -r.job.gpu_milli):
-            allocs = [
-                original.allocations[t.id] for t in run.job.tasks if t.id in original.allocations
-            ]
+        for v in sorted(taken, key=lambda v: -v.gpu_milli):
             stmt = Statement(scratch)
-            tasks = {t.id: t for t in run.job.tasks}
-            for a in allocs:
-                stmt.allocate(tasks[a.task], a.node, a.gpus, a.gpu_milli)
+            for task in v.tasks:
+                a = original.allocations[task.id]
+                stmt.allocate(task, a.node, a.gpus, a.gpu_milli)
             if _fits(session, job):
                 stmt.commit()
-                taken.remove(run)
+                taken.remove(v)
             else:
                 stmt.rollback()
         return taken
@@ -178,14 +276,18 @@ class Reclaim(_Evicting):
         q = run.job.queue
         return q != job.queue and q in quota.tree and quota.borrowed(q) > 0
 
-    def still_eligible(self, session: Session, run: RunningJob, taken: list[RunningJob]) -> bool:
+    def still_eligible(self, session: Session, victim: Victim, taken: list[Victim]) -> bool:
         # Take a borrower only while its queue keeps borrowing at least the victim's GPUs, so
         # a reclaim never pushes a queue below its own guarantee.
         quota = session.quota
         assert quota is not None
-        q = run.job.queue
-        already = sum(r.job.gpu_milli for r in taken if r.job.queue == q)
-        return quota.borrowed(q) - already >= run.job.gpu_milli
+        q = victim.job.queue
+        already = sum(
+            v.gpu_milli
+            for v in taken
+            if v.job.queue == q and not (victim.whole and v.job.id == victim.job.id)
+        )
+        return quota.borrowed(q) - already >= victim.gpu_milli
 
 
 class Preempt(_Evicting):

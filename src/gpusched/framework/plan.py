@@ -27,11 +27,17 @@ class Bind:
 
 @dataclass(frozen=True, slots=True)
 class Eviction:
-    """Evict every task of ``job`` (gangs go whole) so that ``for_job`` can run."""
+    """Evict tasks of ``job`` so that ``for_job`` can run.
+
+    ``tasks`` empty: every task (gangs go whole; the job returns to pending). Otherwise only
+    those tasks, which are always elastic members beyond the job's ``min_available``: the job
+    keeps running with the rest.
+    """
 
     job: JobId
     for_job: JobId
     reason: str
+    tasks: tuple[TaskId, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,16 @@ from gpusched.framework.quota import QuotaBook, job_request
 from gpusched.framework.state import ClusterState
 from gpusched.framework.statement import Statement
 from gpusched.framework.status import Code, Status
-from gpusched.model import MILLI_PER_GPU, Job, JobId, QueueName, QueueTree, Resources, Task
+from gpusched.model import (
+    MILLI_PER_GPU,
+    Job,
+    JobId,
+    QueueName,
+    QueueTree,
+    Resources,
+    Task,
+    TaskId,
+)
 
 __all__ = ["RunningJob", "Session", "Snapshot"]
 
@@ -389,6 +398,20 @@ class Session:
             return job.runtime_estimate
         learned = self.snapshot.runtime_stats.get((job.user, job.kind.value))
         return learned if learned is not None else self.default_runtime
+
+    def evict_members(
+        self, job_id: JobId, tasks: Sequence[TaskId], for_job: JobId, reason: str
+    ) -> None:
+        """Release elastic members ``tasks`` of running job ``job_id``; the job keeps running
+        with the rest (at least its ``min_available``)."""
+        run = self.running[job_id]
+        by_id = {t.id: t for t in run.job.tasks}
+        if self.quota is not None:
+            self.quota.refund(run.job.queue, self.charge_of(run.job, [by_id[t] for t in tasks]))
+        for task_id in tasks:
+            self.state.release(task_id)
+        self._failed.clear()
+        self.plan.evictions.append(Eviction(job_id, for_job, reason, tuple(tasks)))
 
     def evict(self, job_id: JobId, for_job: JobId, reason: str) -> None:
         """Release every task of running job ``job_id`` in the working state (whole gang)."""

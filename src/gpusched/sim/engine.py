@@ -113,6 +113,7 @@ class Simulation:
     preemptions: int = field(init=False, default=0)
     preemption_pairs: set[tuple[JobId, JobId]] = field(init=False, default_factory=set)
     preemption_loops: int = field(init=False, default=0)
+    elastic_members_evicted: int = field(init=False, default=0)
     last_plan: Plan | None = field(init=False, default=None)
     usage_history: dict[QueueName, dict[str, float]] = field(init=False, default_factory=dict)
     _tasks: dict[TaskId, Task] = field(init=False, default_factory=dict)
@@ -209,7 +210,10 @@ class Simulation:
 
     def _apply(self, plan: Plan) -> None:
         for ev in plan.evictions:
-            self._evict(ev.job, ev.for_job)
+            if ev.tasks:
+                self._evict_members(ev.job, ev.tasks, ev.for_job)
+            else:
+                self._evict(ev.job, ev.for_job)
         index = self.state.index
         touched: dict[JobId, None] = {}
         for bind in plan.binds:
@@ -263,6 +267,13 @@ class Simulation:
         self.preemption_pairs.add((for_job, job_id))
         self._pending[job_id] = rec.job
         self._log("evict", job_id, f"for {for_job}")
+
+    def _evict_members(self, job_id: JobId, tasks: tuple[TaskId, ...], for_job: JobId) -> None:
+        """Elastic members leave; the job runs on with the rest (members are not re-added:
+        the job continues smaller, as an elastic training job does)."""
+        self.state.release_many(tasks)
+        self.elastic_members_evicted += len(tasks)
+        self._log("evict-members", job_id, f"{','.join(tasks)} for {for_job}")
 
     def _decay_history(self, now: float) -> None:
         if self.queues is None:

@@ -22,6 +22,7 @@ cluster only drains, which says nothing about the policy):
 * ``partially_placed_gangs_max``: most gangs at once with some but not all pods bound;
   ``idle_gpu_hours_held_by_partial_gangs``: integral of the GPUs those pods hold, in hours;
 * ``preemptions`` (evicted jobs) and ``preemption_loops`` (job A evicted B after B evicted A);
+  ``elastic_members_evicted`` (elastic pods taken from running jobs, which keep running);
 * ``jain_fairness``: Jain's index over leaf queues with demand of ``x_q`` = time-average GPU
   usage / weight: ``(SUM x)^2 / (n * SUM x^2)`` (1 = perfectly weighted-fair);
 * ``quota_guarantee_violations``: jobs that waited more than ``grace_s`` while within their
@@ -210,6 +211,7 @@ def summarise(sim: Simulation, metrics: RunMetrics) -> dict[str, Any]:
         "idle_gpu_hours_held_by_partial_gangs": round(metrics.partial_gpu_seconds / 3600, 3),
         "preemptions": sim.preemptions,
         "preemption_loops": sim.preemption_loops,
+        "elastic_members_evicted": sim.elastic_members_evicted,
         "jain_fairness": round(_jain(shares), 4),
         "quota_guarantee_violations": len(metrics.violations),
         "makespan_s": round(last - (s.time[0] if s.time else 0.0), 3),
