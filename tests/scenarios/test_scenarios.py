@@ -44,7 +44,8 @@ check the same after every cycle.
 
 All checks of a scenario run and every mismatch is reported, named by the expectation it breaks
 (``binds``, ``binds[j]``, ``evictions``, ``evicted_members``, ``no_binds[j]``, ``reservations``,
-``estimated_start[j]``, ``nominations``, ``metrics[k]``, ``events``, ``jobs[j].first_start``, ``invariant``).
+``estimated_start[j]``, ``nominations``, ``metrics[k]``, ``events``, ``jobs[j].first_start``,
+``invariant``).
 
 A scenario marked ``xfail`` documents a disagreement between code and documented behaviour: the
 expectation is kept as documented and the scenario is expected to fail, strictly: it is an error
