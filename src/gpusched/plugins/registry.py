@@ -24,6 +24,7 @@ from gpusched.plugins.node_constraints import NodeConstraints, NodePreference
 from gpusched.plugins.pickers import BestFitGpu, FirstFitGpu, RandomGpu
 from gpusched.plugins.queue_sort import FairShare, Fifo, PriorityOrder
 from gpusched.plugins.random_choice import RandomScore
+from gpusched.plugins.topology_aware import TopologyAwareGpu
 from gpusched.plugins.victims import CheapestVictims
 
 __all__ = ["PLUGINS", "PluginFactory", "create_plugin"]
@@ -61,6 +62,7 @@ PLUGINS: dict[str, PluginFactory] = {
     "best-fit-gpu": _no_args(BestFitGpu),
     "first-fit-gpu": _no_args(FirstFitGpu),
     "random-gpu": _no_args(RandomGpu),
+    "topology-aware-gpu": _no_args(TopologyAwareGpu),
     # queue order
     "cheapest": _no_args(CheapestVictims),
     "fifo": _no_args(Fifo),
