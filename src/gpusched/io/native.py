@@ -11,6 +11,7 @@ Cluster (YAML)::
         gpu_model: H100
         gpu_memory: 80Gi
         labels: {topology.kubernetes.io/zone: z1}
+        taints: [{key: dedicated, value: infer, effect: NoSchedule}]
 
 Workload (YAML, or CSV with the same field names as columns and ``gpu_models`` joined by
 ``|``)::
@@ -33,6 +34,18 @@ Workload (YAML, or CSV with the same field names as columns and ``gpu_models`` j
         gpus: 8             # per pod
         gpu_share: 1000     # milli-GPU of each GPU; < 1000 only with gpus: 1
         gpu_models: [H100]  # allowed models; empty = any
+        labels: {team: a}   # job labels (informational)
+        node_selector: {gpusched.io/pool: h100}
+        tolerations: [{key: dedicated, operator: Equal, value: infer, effect: NoSchedule}]
+        affinity_required:  # terms ORed; the expressions of a term ANDed
+          - [{key: zone, operator: In, values: [z1, z2]}]
+        affinity_preferred: # weight added to the score of nodes matching every expression
+          - {weight: 10, match: [{key: zone, operator: In, values: [z1]}]}
+
+In CSV, ``labels``, ``node_selector``, ``tolerations`` and the affinity columns hold the same
+values as YAML flow text (``"{pool: infer}"``). Every pod of a job has the same shape and
+constraints. :func:`dump_workload` and :func:`dump_cluster` write what the loaders read back
+identically (round trip without loss).
 
 Every error names the file, line and field (:class:`~gpusched.errors.TraceError`).
 """
@@ -48,27 +61,50 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from gpusched.errors import TraceError
 from gpusched.io.csvtable import read_table
+from gpusched.io.native_constraints import (
+    ExpressionEntry,
+    PreferredEntry,
+    TaintEntry,
+    TolerationEntry,
+    dump_constraints,
+)
 from gpusched.io.quantity import cpu_to_milli, memory_to_mib
 from gpusched.io.yamlfile import LINE_KEY, load_yaml, validate
 from gpusched.model import (
+    CPU,
+    GPU,
+    MEMORY,
     MILLI_PER_GPU,
+    NO_CONSTRAINTS,
+    Constraints,
+    Effect,
+    Expression,
     GpuModel,
     Job,
     JobId,
     JobKind,
     Node,
     QueueName,
+    Resources,
+    SchedulingConfig,
+    Taint,
     Task,
     TaskId,
     TaskShape,
+    Toleration,
 )
 
 __all__ = [
     "ClusterFile",
+    "ExpressionEntry",
     "JobEntry",
     "NodeGroup",
+    "PreferredEntry",
+    "TaintEntry",
+    "TolerationEntry",
     "WorkloadFile",
     "dump_cluster",
+    "dump_scheduling",
     "dump_workload",
     "load_cluster",
     "load_workload",
@@ -90,6 +126,10 @@ class NodeGroup(BaseModel):
     gpu_model: str = Field(default="", description="GPU model name; required when gpus > 0.")
     gpu_memory: Quantity = Field(default=0, description="Memory of each GPU ('80Gi').")
     labels: dict[str, str] = Field(default_factory=dict, description="Node labels.")
+    taints: list[TaintEntry] = Field(
+        default_factory=list,
+        description="Node taints: `{key, value, effect}`; pods need a matching toleration.",
+    )
 
     @field_validator("cpu", mode="before")
     @classmethod
@@ -105,6 +145,14 @@ class NodeGroup(BaseModel):
     def _model_needed(self) -> NodeGroup:
         if self.gpus and not self.gpu_model:
             raise ValueError(f"node {self.name!r} has {self.gpus} GPUs; set gpu_model")
+        seen: set[tuple[str, Effect]] = set()
+        for t in self.taints:
+            if (t.key, t.effect) in seen:
+                raise ValueError(
+                    f"node {self.name!r} has two taints {t.key!r} with effect {t.effect.value}; "
+                    "a key may be tainted once per effect"
+                )
+            seen.add((t.key, t.effect))
         return self
 
     def build(self) -> list[Node]:
@@ -120,6 +168,7 @@ class NodeGroup(BaseModel):
                 gpu_model=self.gpu_model if self.gpus else "",
                 gpu_memory_mib=int(self.gpu_memory),
                 labels=self.labels,
+                taints=tuple(Taint(t.key, t.value, t.effect) for t in self.taints),
             )
             for n in names
         ]
@@ -169,6 +218,24 @@ class JobEntry(BaseModel):
         default=MILLI_PER_GPU, ge=1, le=MILLI_PER_GPU, description="Milli-GPU of each GPU."
     )
     gpu_models: list[str] = Field(default_factory=list, description="Allowed GPU models.")
+    labels: dict[str, str] = Field(default_factory=dict, description="Job labels.")
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="Node labels every pod requires (`key: value`)."
+    )
+    tolerations: list[TolerationEntry] = Field(
+        default_factory=list,
+        description="Tolerations of the pods: `{key, operator, value, effect}`, operator "
+        "Equal or Exists.",
+    )
+    affinity_required: list[list[ExpressionEntry]] = Field(
+        default_factory=list,
+        description="Required node affinity: terms ORed, each a list of expressions ANDed "
+        "(`{key, operator, values}`, operator In, NotIn, Exists or DoesNotExist).",
+    )
+    affinity_preferred: list[PreferredEntry] = Field(
+        default_factory=list,
+        description="Preferred node affinity: `{weight: 1..100, match: [expressions]}`.",
+    )
 
     @field_validator("cpu", mode="before")
     @classmethod
@@ -189,15 +256,40 @@ class JobEntry(BaseModel):
             )
         if self.min_available is not None and self.min_available > self.replicas:
             raise ValueError(f"min_available {self.min_available} exceeds replicas {self.replicas}")
+        for i, term in enumerate(self.affinity_required):
+            if not term:
+                raise ValueError(
+                    f"affinity_required[{i}] is an empty term, which matches no node in "
+                    "Kubernetes; give at least one expression or remove the term"
+                )
         return self
 
+    def constraints(self) -> Constraints:
+        """The pods' node constraints."""
+
+        def expr(e: ExpressionEntry) -> Expression:
+            return Expression(e.key, e.operator, tuple(e.values))
+
+        return Constraints(
+            node_selector=tuple(sorted(self.node_selector.items())),
+            tolerations=tuple(
+                Toleration(t.key, t.operator, t.value, t.effect) for t in self.tolerations
+            ),
+            required=tuple(tuple(expr(e) for e in term) for term in self.affinity_required),
+            preferred=tuple(
+                (p.weight, tuple(expr(e) for e in p.match)) for p in self.affinity_preferred
+            ),
+        )
+
     def build(self) -> Job:
+        constraints = self.constraints()
         shape = TaskShape(
             cpu_milli=int(self.cpu),
             memory_mib=int(self.memory),
             num_gpu=self.gpus,
             gpu_milli=self.gpu_share if self.gpus else 0,
             gpu_models=frozenset(GpuModel(m) for m in self.gpu_models),
+            constraints=NO_CONSTRAINTS if constraints.empty else constraints,
         )
         jid = JobId(self.name)
         tasks = tuple(
@@ -213,6 +305,7 @@ class JobEntry(BaseModel):
             submit_time=self.submit,
             duration=self.duration,
             kind=self.kind,
+            labels=dict(self.labels),
             priority_class=self.priority_class,
             preemptible=True if self.preemptible is None else self.preemptible,
             runtime_estimate=self.runtime_estimate,
@@ -277,6 +370,13 @@ def load_workload(path: str | Path, known_models: Iterable[str] | None = None) -
 
 
 _CSV_FIELDS = tuple(JobEntry.model_fields)
+_CSV_STRUCTURED = {
+    "labels": '"{team: a}"',
+    "node_selector": '"{pool: infer}"',
+    "tolerations": '"[{key: dedicated, value: infer}]"',
+    "affinity_required": '"[[{key: zone, operator: In, values: [z1]}]]"',
+    "affinity_preferred": '"[{weight: 10, match: [{key: zone, operator: Exists}]}]"',
+}
 
 
 def _csv_entries(path: Path) -> Iterable[tuple[int | None, JobEntry]]:
@@ -287,6 +387,16 @@ def _csv_entries(path: Path) -> Iterable[tuple[int | None, JobEntry]]:
             raise row.error(unknown[0], f"unknown column; known: {', '.join(_CSV_FIELDS)}")
         if "gpu_models" in raw:
             raw["gpu_models"] = [m for m in raw["gpu_models"].split("|") if m]
+        for name, example in _CSV_STRUCTURED.items():
+            if name in raw:
+                try:
+                    raw[name] = yaml.safe_load(raw[name])
+                except yaml.YAMLError as exc:
+                    problem = getattr(exc, "problem", None) or "not YAML"
+                    raise row.error(
+                        name,
+                        f"got {raw[name]!r}; expected YAML flow text such as {example} ({problem})",
+                    ) from None
         raw[LINE_KEY] = row.line
         yield row.line, validate(JobEntry, raw, path)
 
@@ -299,10 +409,31 @@ def _entry_line(data: Any, key: str, i: int) -> int | None:
     return line if isinstance(line, int) else None
 
 
+def _check_dumpable(job: Job) -> None:
+    """Raise ``ValueError`` for a job the format cannot express (it would not round-trip)."""
+    shape = job.tasks[0].shape
+    if any(t.shape != shape for t in job.tasks):
+        raise ValueError(
+            f"job {job.id!r}: its pods have different shapes; the native format gives one "
+            "shape per job (split it into jobs of identical pods)"
+        )
+    ids = [job.id] if len(job.tasks) == 1 else [f"{job.id}-{i}" for i in range(len(job.tasks))]
+    if [t.id for t in job.tasks] != ids:
+        raise ValueError(
+            f"job {job.id!r}: pod names {[t.id for t in job.tasks][:3]} differ from the "
+            f"native format's {ids[:3]}; they would be renamed on loading"
+        )
+
+
 def dump_workload(jobs: Sequence[Job], path: str | Path) -> None:
-    """Write ``jobs`` as a native YAML workload (the inverse of :func:`load_workload`)."""
+    """Write ``jobs`` as a native YAML workload (the inverse of :func:`load_workload`).
+
+    ``ValueError`` for a job the format cannot express: pods of different shapes, or pod
+    names other than the format's (``NAME`` for one pod, ``NAME-0``, ``NAME-1``, ... else).
+    """
     out = []
     for job in jobs:
+        _check_dumpable(job)
         s = job.tasks[0].shape
         entry: dict[str, Any] = {"name": job.id, "kind": job.kind.value, "submit": job.submit_time}
         if job.duration is not None:
@@ -330,12 +461,16 @@ def dump_workload(jobs: Sequence[Job], path: str | Path) -> None:
                 entry["gpu_share"] = s.gpu_milli
             if s.gpu_models:
                 entry["gpu_models"] = sorted(s.gpu_models)
+        if job.labels:
+            entry["labels"] = dict(job.labels)
+        entry.update(dump_constraints(s.constraints))
         out.append(entry)
     Path(path).write_text(yaml.safe_dump({"jobs": out}, sort_keys=False), encoding="utf-8")
 
 
 def dump_cluster(nodes: Sequence[Node], path: str | Path) -> None:
-    """Write ``nodes`` as a native YAML cluster, one entry per node."""
+    """Write ``nodes`` as a native YAML cluster, one entry per node (the inverse of
+    :func:`load_cluster` for nodes whose GPUs are alike, as the format describes them)."""
     out = []
     for n in nodes:
         entry: dict[str, Any] = {
@@ -349,5 +484,53 @@ def dump_cluster(nodes: Sequence[Node], path: str | Path) -> None:
                 entry["gpu_memory"] = f"{n.gpus[0].memory_mib}Mi"
         if n.labels:
             entry["labels"] = dict(n.labels)
+        if n.taints:
+            entry["taints"] = [
+                {"key": t.key, **({"value": t.value} if t.value else {}), "effect": t.effect.value}
+                for t in n.taints
+            ]
         out.append(entry)
     Path(path).write_text(yaml.safe_dump({"nodes": out}, sort_keys=False), encoding="utf-8")
+
+
+def _amounts(res: Resources) -> dict[str, Any]:
+    """Resource amounts in the user units of :mod:`gpusched.io.scheduling`."""
+    out: dict[str, Any] = {}
+    for name, value in res.items():
+        if name == CPU:
+            out[name] = f"{value}m"
+        elif name == MEMORY:
+            out[name] = f"{value}Mi"
+        elif name == GPU or name.startswith(f"{GPU}/"):
+            whole, rest = divmod(value, MILLI_PER_GPU)
+            out[name] = whole if not rest else value / MILLI_PER_GPU
+        else:
+            raise ValueError(f"resource {name!r} has no file form (expected gpu, cpu, memory)")
+    return out
+
+
+def dump_scheduling(config: SchedulingConfig, path: str | Path, comment: str = "") -> None:
+    """Write ``config`` as a scheduling config file, the format
+    :func:`gpusched.io.scheduling.load_scheduling` reads back identically; ``comment`` goes
+    on top as ``#`` lines."""
+    classes = [
+        {"name": pc.name, "value": pc.value, **({} if pc.preemptible else {"preemptible": False})}
+        for pc in config.priority_classes.values()
+    ]
+    queues: list[dict[str, Any]] = []
+    for q in config.queues or ():
+        entry: dict[str, Any] = {"name": q.name}
+        if q.parent is not None:
+            entry["parent"] = q.parent
+        entry["guaranteed"] = _amounts(q.guaranteed)
+        if q.limit is not None:
+            entry["limit"] = _amounts(q.limit)
+        if q.lending_limit is not None:
+            entry["lending_limit"] = _amounts(q.lending_limit)
+        entry["weight"] = q.weight
+        queues.append(entry)
+    text = yaml.safe_dump(
+        {"priority_classes": classes, "queues": queues}, sort_keys=False, default_flow_style=None
+    )
+    head = "".join(f"# {line}".rstrip() + "\n" for line in comment.splitlines())
+    Path(path).write_text(head + text, encoding="utf-8")
