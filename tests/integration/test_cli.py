@@ -53,16 +53,79 @@ def test_simulate_prints_a_side_by_side_table() -> None:
 
 
 def test_generated_workload_round_trips_through_the_file_format(tmp_path: Path) -> None:
-    out = tmp_path / "w.yaml"
-    gen = gpusched("workload", "generate", "--jobs", "120", "--seed", "3", "-o", str(out))
+    out, config = tmp_path / "w.yaml", tmp_path / "teams.yaml"
+    gen = gpusched(
+        "workload", "generate", "--jobs", "120", "--seed", "3", "-o", str(out),
+        "--config-out", str(config),
+    )  # fmt: skip
     assert gen.returncode == 0, gen.stderr
-    from_file = gpusched("simulate", "--workload", str(out), "--policy", "fgd", "--json")
-    built_in = gpusched("simulate", "--jobs", "120", "--seed", "3", "--policy", "fgd", "--json")
+    from_file = gpusched(
+        "simulate", "--workload", str(out), "--config", str(config), "--policy", "gpusched",
+        "--json",
+    )  # fmt: skip
+    built_in = gpusched(
+        "simulate", "--jobs", "120", "--seed", "3", "--policy", "gpusched", "--json"
+    )  # fmt: skip
     assert from_file.returncode == 0, from_file.stderr
     a = json.loads(from_file.stdout)["results"][0]
     b = json.loads(built_in.stdout)["results"][0]
-    for key in ("jobs_started", "gpu_allocation_pct", "avg_wait_s", "avg_jct_s"):
+    for key in ("jobs_started", "gpu_allocation_pct", "avg_wait_s", "avg_jct_s", "preemptions"):
         assert a[key] == pytest.approx(b[key], abs=1e-3), key
+
+
+def test_workload_file_naming_classes_needs_its_config(tmp_path: Path) -> None:
+    out = tmp_path / "w.yaml"
+    assert gpusched("workload", "generate", "--jobs", "20", "-o", str(out)).returncode == 0
+    result = gpusched("simulate", "--workload", str(out), "--policy", "gpusched")
+    assert result.returncode == 2
+    assert "unknown priority class" in result.stderr
+    assert "--config" in result.stderr
+
+
+def test_explain_a_pending_job_gives_needs_nodes_quota_and_start(tmp_path: Path) -> None:
+    # Two 8-GPU nodes; `big` (2 x 8 GPUs, team-b guaranteed 16) arrives while `small` (team-a,
+    # borrowing) holds 4 GPUs of one node.
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text(
+        "nodes:\n"
+        "  - {name: a, cpu: 64, memory: 512Gi, gpus: 8, gpu_model: H100}\n"
+        "  - {name: b, cpu: 64, memory: 512Gi, gpus: 8, gpu_model: H100}\n"
+    )
+    workload = tmp_path / "w.yaml"
+    workload.write_text(
+        "jobs:\n"
+        "  - {name: small, submit: 0, duration: 3600, cpu: 4, memory: 32Gi, gpus: 4,"
+        " queue: team-a}\n"
+        "  - {name: big, submit: 10, duration: 600, replicas: 2, cpu: 4, memory: 32Gi, gpus: 8,"
+        " queue: team-b, runtime_estimate: 600}\n"
+    )
+    config = tmp_path / "q.yaml"
+    config.write_text(
+        "queues:\n"
+        "  - {name: team-a}\n"
+        "  - {name: team-b, guaranteed: {gpu: 16}}\n"
+    )
+    args = ["--cluster", str(cluster), "--workload", str(workload), "--config", str(config)]
+    result = gpusched("explain", "big", *args)
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "big is pending at t=10 s" in text
+    assert "gang: 2 of 2 pod(s) must start together" in text
+    assert "2 pod(s) of 4 CPU, 32.0 GiB memory, 8 x whole GPU" in text
+    assert "the gang: 1 of 2 pod(s) could be placed together now" in text
+    assert "GPUs: needs 8 with 1000/1000 free, has 4 of 8" in text
+    assert "queue 'team-b': uses 0 GPUs, guaranteed 16" in text
+    assert "the job needs 16 GPUs: 0 beyond its guarantee" in text
+    assert "quota admits the job" in text
+    # small's run-time estimate is the 1 h default: it ends at 3600, when big can start (it
+    # is too young to be reclaimed: 10 s < the 300 s minimum run time).
+    assert "reservation: t=3,600 s on a, b" in text
+    assert "estimated start: t=3,600 s" in text
+    running = gpusched("explain", "small", *args)
+    assert "small is running since t=0 s" in running.stdout
+    missing = gpusched("explain", "nope", *args)
+    assert missing.returncode == 2
+    assert "job 'nope' is not in the workload" in missing.stderr
 
 
 def test_report_is_a_self_contained_html_page_with_charts(tmp_path: Path) -> None:

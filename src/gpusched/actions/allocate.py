@@ -17,8 +17,11 @@ Jobs whose status is ``Unresolvable`` could not fit even on an empty cluster.
 
 from __future__ import annotations
 
+import math
+
 from gpusched.framework import Code, Session, Statement, Status
-from gpusched.framework.timeline import estimate_starts, reserve
+from gpusched.framework.timeline import estimate_starts, limit_start, reserve
+from gpusched.model import QueueName, Resources
 
 __all__ = ["Allocate", "AllocateFifo", "AllocatePods", "Backfill"]
 
@@ -85,9 +88,14 @@ class Backfill:
             and session.plan.pending[j.id].code is not Code.UNRESOLVABLE
         ]
         starts = estimate_starts(session, waiting)
+        if session.quota is not None:
+            # A job a queue limit holds back starts no earlier than that queue drains enough.
+            drains: dict[QueueName, list[tuple[float, Resources]]] = {}
+            for job in waiting:
+                starts[job.id] = max(starts[job.id], limit_start(session, job, drains))
         for job_id, res in session.plan.reservations.items():
             starts[job_id] = res.start
-        session.plan.estimated_start.update(starts)
+        session.plan.estimated_start.update({j: t for j, t in starts.items() if math.isfinite(t)})
 
 
 class AllocatePods:

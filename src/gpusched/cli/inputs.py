@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpusched.errors import ConfigError, TraceError
@@ -10,10 +11,63 @@ from gpusched.framework import ProfileSpec
 from gpusched.io.native import load_cluster, load_workload
 from gpusched.io.openb import read_openb_nodes, read_openb_pods
 from gpusched.io.profiles import load_profile
-from gpusched.model import Job, Node
+from gpusched.io.scheduling import apply_priority_classes, check_job_queues, load_scheduling
+from gpusched.model import Job, Node, SchedulingConfig
 from gpusched.scheduler import DEFAULT_COMPARISON, policy_spec
+from gpusched.workloads import (
+    WorkloadParams,
+    default_cluster,
+    default_scheduling,
+    generate_workload,
+)
 
-__all__ = ["load_jobs", "load_nodes", "parse_seeds", "resolve_profiles"]
+__all__ = ["Inputs", "load_inputs", "load_jobs", "load_nodes", "parse_seeds", "resolve_profiles"]
+
+NO_CONFIG = SchedulingConfig(None, {})
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """A cluster, a workload with priority classes resolved, the scheduling config, and a
+    title saying where each came from."""
+
+    nodes: list[Node]
+    jobs: list[Job]
+    config: SchedulingConfig
+    title: str
+
+
+def load_inputs(
+    cluster: str | None, workload: str | None, config: str | None, seed: int, jobs: int
+) -> Inputs:
+    """What ``simulate`` and ``explain`` run on. Defaults: the built-in cluster; a generated
+    workload (``jobs`` jobs, ``seed``); with the built-in workload, the built-in teams and
+    priority classes; with a workload file, no queues unless ``config`` is given."""
+    nodes = load_nodes(cluster) if cluster else default_cluster()
+    if workload:
+        job_list = load_jobs(workload, nodes)
+    else:
+        job_list = generate_workload(nodes, WorkloadParams(jobs=jobs), seed)
+    if config:
+        cfg = load_scheduling(config)
+    elif not workload:
+        cfg = default_scheduling(nodes)
+    else:
+        cfg = NO_CONFIG
+    source = workload or "the built-in workload"
+    hint = "" if config else " (pass the scheduling config that defines it with --config)"
+    try:
+        job_list = apply_priority_classes(job_list, cfg, source)
+        check_job_queues(job_list, cfg, source)
+    except TraceError as exc:
+        raise TraceError(exc.path, exc.line, exc.field, exc.problem + hint) from None
+    config_name = config or ("built-in teams" if not workload else "no queues")
+    title = (
+        f"{workload or f'built-in workload ({len(job_list):,} jobs, seed {seed})'} on "
+        f"{cluster or 'built-in cluster'} ({len(nodes)} nodes, "
+        f"{sum(n.gpu_count for n in nodes)} GPUs), {config_name}"
+    )
+    return Inputs(nodes, job_list, cfg, title)
 
 
 def _header(path: Path) -> list[str]:

@@ -3,6 +3,7 @@
 Commands::
 
     gpusched simulate              replay a workload through the scheduler (default: built-in)
+    gpusched explain JOB           why a job is pending, with numbers (on a simulation)
     gpusched bench openb           the FGD paper's experiment on the Alibaba openb trace
     gpusched workload generate     write a seeded synthetic workload file
     gpusched policies              list the built-in placement policies
@@ -24,16 +25,17 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from gpusched.cli.inputs import load_jobs, load_nodes, parse_seeds, resolve_profiles
+from gpusched.cli.inputs import load_inputs, load_nodes, parse_seeds, resolve_profiles
 from gpusched.cli.progress import progress_bar
 from gpusched.errors import ConfigError, GpuschedError, InputError
 from gpusched.io.native import dump_workload
 from gpusched.io.openb import read_openb_nodes, read_openb_pods, read_paper_results, workload_path
 from gpusched.io.profiles import dump_profile
 from gpusched.report.html import BENCH_HEADERS, bench_report, bench_rows, simulate_report
-from gpusched.scheduler import POLICIES, policy_spec
+from gpusched.scheduler import BEST_POLICY, POLICIES, policy_spec, schedule
+from gpusched.scheduler.explain import Explanation, explain_job
 from gpusched.sim.bench import run_bench
-from gpusched.sim.runs import SimRun, simulate
+from gpusched.sim.runs import SimRun, prepare, simulate
 from gpusched.workloads import WorkloadParams, default_cluster, generate_workload
 
 __all__ = ["app", "main"]
@@ -126,6 +128,13 @@ def simulate_cmd(
         typer.Option(help="Policies to compare, comma-separated [default: kube-default,fgd]."),
     ] = None,
     profile: Annotated[str | None, typer.Option(help="A profile YAML file instead.")] = None,
+    config: Annotated[
+        str | None,
+        typer.Option(
+            help="Scheduling config (queues, quotas, priority classes) [default: the built-in "
+            "teams with the built-in workload, no queues with a workload file]."
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the run (and of the generated workload).")] = 7,
     jobs: Annotated[
         int, typer.Option(min=1, help="Jobs to generate when no --workload is given.")
@@ -135,24 +144,26 @@ def simulate_cmd(
 ) -> None:
     """Replay a workload through the scheduler and compare policies side by side.
 
-    With no arguments: the built-in cluster (256 GPUs) and a generated mixed workload, under
-    kube-default and gpusched's best policy.
+    With no arguments: the built-in cluster (256 GPUs), its three teams with quotas and
+    priority classes, and a generated gang workload, under kube-default, a FIFO gang baseline
+    and gpusched's best policy.
     """
     specs = resolve_profiles(policy, profile)
-    nodes = load_nodes(cluster) if cluster else default_cluster()
-    if workload:
-        job_list = load_jobs(workload, nodes)
-    else:
-        job_list = generate_workload(nodes, WorkloadParams(jobs=jobs), seed)
-    title = (
-        f"{workload or f'built-in workload ({len(job_list):,} jobs, seed {seed})'} on "
-        f"{cluster or 'built-in cluster'} ({len(nodes)} nodes, "
-        f"{sum(n.gpu_count for n in nodes)} GPUs)"
-    )
+    inputs = load_inputs(cluster, workload, config, seed, jobs)
+    nodes, job_list, title = inputs.nodes, inputs.jobs, inputs.title
     runs = []
     for spec in specs:
         with progress_bar(f"simulating {spec.name}", len(job_list), enabled=not as_json) as tick:
-            runs.append(simulate(nodes, job_list, spec, seed, progress=lambda d, t: tick(d)))
+            runs.append(
+                simulate(
+                    nodes,
+                    job_list,
+                    spec,
+                    seed,
+                    queues=inputs.config.queues,
+                    progress=lambda d, t: tick(d),
+                )
+            )
     if report:
         simulate_report(report, title, runs)
     if as_json:
@@ -161,6 +172,7 @@ def simulate_cmd(
                 {
                     "cluster": cluster or "built-in",
                     "workload": workload or "built-in",
+                    "config": config or ("built-in" if not workload else None),
                     "seed": seed,
                     "results": [{"policy": r.policy, **r.summary} for r in runs],
                 }
@@ -170,6 +182,128 @@ def simulate_cmd(
     _print_runs(runs, title)
     if report:
         out.print(f"report: {report}")
+
+
+# -- explain ---------------------------------------------------------------------------------
+
+
+def _at(t: float) -> str:
+    return f"t={t:,.0f} s"
+
+
+def _explain_lines(exp: Explanation) -> list[str]:
+    lines = [f"[bold]{exp.job.id}[/bold] is pending at {_at(exp.now)}", "", "[bold]needs[/bold]"]
+    lines += [f"  {escape(n)}" for n in exp.needs]
+    if exp.status is not None:
+        lines += ["", f"[bold]status[/bold]: {exp.status.code.value}"]
+        lines += [f"  {escape(r)}" for r in exp.status.reasons]
+    lines += ["", "[bold]nodes[/bold]"]
+    lines.append(
+        f"  the gang: {exp.gang_placeable} of {exp.gang_needed} pod(s) could be placed together now"
+    )
+    lines.append(f"  {exp.fitting_nodes} node(s) could host its next pod now")
+    lines += [f"  {escape(r)}" for r in exp.filtered_out]
+    if exp.candidates:
+        lines.append("  closest nodes (what each lacks):")
+        for c in exp.candidates:
+            lacks = "; ".join(c.lacks) if c.lacks else "fits now"
+            lines.append(f"    {c.node:<14} {escape(lacks)}")
+    lines += ["", "[bold]quota[/bold]"] + [f"  {escape(q)}" for q in exp.quota]
+    lines += ["", "[bold]when[/bold]"]
+    if exp.reservation is not None:
+        nodes = ", ".join(exp.reservation.nodes)
+        lines.append(
+            f"  reservation: {_at(exp.reservation.start)} on {nodes} (EASY backfill: smaller "
+            "jobs may use these nodes only if they end before then)"
+        )
+    elif exp.quota_blocked:
+        lines.append("  no reservation: the job waits for quota (reservations hold nodes)")
+    else:
+        lines.append("  no reservation (only the first blocked job in queue order holds one)")
+    if exp.estimated_start is not None:
+        wait = exp.estimated_start - exp.now
+        lines.append(
+            f"  estimated start: {_at(exp.estimated_start)} (in {_duration(wait)}; from run-time "
+            "estimates, ignoring packing)"
+        )
+    else:
+        lines.append("  no estimated start (the job cannot run as requested)")
+    return lines
+
+
+@app.command("explain")
+def explain_cmd(
+    job: Annotated[str, typer.Argument(help="The job to explain (its id in the workload).")],
+    at: Annotated[
+        float | None,
+        typer.Option(help="Simulated time in seconds [default: the job's arrival].", min=0),
+    ] = None,
+    cluster: Annotated[
+        str | None, typer.Option(help="Cluster file: native YAML or openb node CSV.")
+    ] = None,
+    workload: Annotated[
+        str | None, typer.Option(help="Workload file: native YAML/CSV or openb pod CSV.")
+    ] = None,
+    config: Annotated[
+        str | None, typer.Option(help="Scheduling config (queues, priority classes).")
+    ] = None,
+    policy: Annotated[str, typer.Option(help="Policy to simulate.")] = BEST_POLICY,
+    profile: Annotated[str | None, typer.Option(help="A profile YAML file instead.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the run (and of the generated workload).")] = 7,
+    jobs: Annotated[
+        int, typer.Option(min=1, help="Jobs to generate when no --workload is given.")
+    ] = 1500,
+    top: Annotated[int, typer.Option(min=1, help="Closest nodes to show.")] = 5,
+) -> None:
+    """Why a job is pending: what it needs, the closest nodes and what each lacks, its queue's
+    quota, its reservation and estimated start.
+
+    Simulates the same inputs as ``simulate`` up to ``--at`` and explains the job as the next
+    scheduling cycle sees it.
+    """
+    specs = resolve_profiles(None if profile else policy, profile)
+    if len(specs) != 1:
+        raise ConfigError("--policy: explain runs one policy; give a single name")
+    inputs = load_inputs(cluster, workload, config, seed, jobs)
+    target = next((j for j in inputs.jobs if j.id == job), None)
+    if target is None:
+        sample = ", ".join(j.id for j in inputs.jobs[:3])
+        raise ConfigError(
+            f"job {job!r} is not in the workload ({len(inputs.jobs):,} jobs, e.g. {sample})"
+        )
+    when = target.submit_time if at is None else at
+    sim = prepare(inputs.nodes, inputs.jobs, specs[0], seed, inputs.config.queues)
+    with progress_bar(f"simulating to {_at(when)}", len(inputs.jobs)) as tick:
+        sim.run(lambda d, t: tick(d), until=when)
+    rec = sim.records[target.id]
+    if when < rec.arrival:
+        out.print(f"{job} arrives at {_at(rec.arrival)}; pass --at {rec.arrival:g} or later")
+        return
+    if rec.end is not None:
+        out.print(f"{job} ran from {_at(rec.start or 0)} and completed at {_at(rec.end)}")
+        return
+    if rec.start is not None:
+        nodes = sorted(
+            {
+                sim.state.names[a.node]
+                for t in target.tasks
+                if (a := sim.state.allocations.get(t.id))
+            }
+        )
+        out.print(
+            f"{job} is running since {_at(rec.start)} (waited {_duration(rec.wait or 0)}) on "
+            f"{', '.join(nodes)}"
+        )
+        return
+    if target.id not in {j.id for j in sim.pending}:
+        reason = rec.status.message if rec.status else "rejected"
+        out.print(f"{job} was rejected and will never run: {escape(reason)}")
+        return
+    snapshot = sim.snapshot()
+    plan = schedule(snapshot, sim.profile)
+    exp = explain_job(snapshot, sim.profile, target.id, plan, top=top)
+    for line in _explain_lines(exp):
+        out.print(line, highlight=False, soft_wrap=True)
 
 
 # -- bench -----------------------------------------------------------------------------------

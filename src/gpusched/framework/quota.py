@@ -110,6 +110,14 @@ class QuotaBook:
 
     # -- questions -------------------------------------------------------------------------
 
+    def limiting_queue(self, queue: QueueName, req: Resources) -> QueueName | None:
+        """The first queue on ``queue``'s path whose limit ``req`` would break, or ``None``."""
+        for q in self.tree.path(queue):
+            limit = self.tree[q].limit
+            if limit is not None and any(self.usage[q][x] + req[x] > c for x, c in limit.items()):
+                return q
+        return None
+
     def over_limit(self, queue: QueueName, req: Resources) -> str | None:
         """Why ``req`` would break a limit on ``queue``'s path, or ``None``."""
         for q in self.tree.path(queue):

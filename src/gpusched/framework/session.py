@@ -237,6 +237,12 @@ class Session:
         stmt.allocate(task, node, gpus)
         return Status.success()
 
+    def begin_job(self, job: Job) -> None:
+        """Placements that follow are for ``job``: reserved nodes admit it only if it is
+        expected to end before their reservation starts (or the reservation is its own)."""
+        self._end_estimate = self.snapshot.now + self.runtime_estimate(job)
+        self._current_job = job.id
+
     def place_job(self, job: Job, *, check_quota: bool = True) -> Status:
         """Place ``job.min_available`` tasks of ``job`` all or nothing; binds go to the plan.
 
@@ -252,8 +258,7 @@ class Session:
                 return refused
         todo = [t for t in job.tasks if t.id not in self.state.allocations]
         need = job.min_available - (len(job.tasks) - len(todo))
-        self._end_estimate = self.snapshot.now + self.runtime_estimate(job)
-        self._current_job = job.id
+        self.begin_job(job)
         key: tuple[object, ...] = (max(need, 0), *(t.shape for t in todo[: max(need, 0)]))
         if self.blocked_nodes:
             # Reserved nodes admit only jobs ending before the reservation: the outcome then

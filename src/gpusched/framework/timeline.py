@@ -20,18 +20,20 @@ such wherever it is shown; the head-of-line job's reservation is exact under the
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from gpusched.framework.plan import Reservation
+from gpusched.framework.quota import job_request
 from gpusched.framework.state import Allocation, ReleaseBatch
 from gpusched.framework.statement import Statement
-from gpusched.model import Job, JobId, NodeName
+from gpusched.model import Job, JobId, NodeName, QueueName, Resources
 
 if TYPE_CHECKING:
     from gpusched.framework.session import Session
 
-__all__ = ["estimate_starts", "expected_ends", "reserve"]
+__all__ = ["estimate_starts", "expected_ends", "limit_start", "reserve"]
 
 _OVERRUN = 0.1
 
@@ -143,3 +145,43 @@ def estimate_starts(session: Session, jobs: Iterable[Job]) -> dict[JobId, float]
         free_cpu -= need_cpu
         heapq.heappush(releases, (start + session.runtime_estimate(job), need_gpu, need_cpu))
     return out
+
+
+def limit_start(
+    session: Session,
+    job: Job,
+    drains: dict[QueueName, list[tuple[float, Resources]]] | None = None,
+) -> float:
+    """When ``job``'s queues would admit it under their limits, as running jobs end.
+
+    With ``a`` the first queue on the job's path whose limit ``L_a`` the request ``r`` breaks,
+    release the running jobs charged to ``a``'s subtree in order of expected end until
+    ``U_a + r <= L_a``; the end of the last one released is the answer (``now`` when no
+    limit binds; ``inf`` if even an empty queue could not admit it). ``drains`` caches each
+    queue's usage after each release, for many jobs in one cycle.
+    """
+    quota = session.quota
+    now = session.snapshot.now
+    if quota is None:
+        return now
+    req = job_request(job)
+    limiting = quota.limiting_queue(job.queue, req)
+    if limiting is None:
+        return now
+    limit = quota.tree[limiting].limit
+    assert limit is not None
+    drains = {} if drains is None else drains
+    steps = drains.get(limiting)
+    if steps is None:
+        steps = []
+        usage = quota.usage[limiting]
+        for end, job_id in expected_ends(session):
+            run = session.running[job_id].job
+            if limiting in quota.tree.path(run.queue):
+                usage = usage - session.charge_of(run)
+                steps.append((end, usage))
+        drains[limiting] = steps
+    for end, usage in steps:
+        if all(usage[x] + req[x] <= cap for x, cap in limit.items()):
+            return max(now, end)
+    return math.inf

@@ -138,13 +138,19 @@ class Simulation:
 
     # -- loop ------------------------------------------------------------------------------
 
-    def run(self, progress: Callable[[int, int], None] | None = None) -> Simulation:
-        """Process every event; ``progress(done, total)`` is called as arrivals are handled."""
+    def run(
+        self, progress: Callable[[int, int], None] | None = None, *, until: float | None = None
+    ) -> Simulation:
+        """Process every event (``until``: only those at or before that time, leaving the run
+        paused there; :meth:`snapshot` then shows what the next cycle would see);
+        ``progress(done, total)`` is called as arrivals are handled."""
         heap = self._heap
         total = len(self.jobs)
         arrived = 0
         while len(heap):
             now = heap.peek_time()
+            if until is not None and now > until:
+                break
             self._decay_history(now)
             self.now = now
             while len(heap) and heap.peek_time() == now:
@@ -190,9 +196,10 @@ class Simulation:
         self._runtime_means[key] = (total + self.now - run.start) / (count + 1)
         self._log("complete", job_id)
 
-    def _cycle(self) -> None:
+    def snapshot(self) -> Snapshot:
+        """What the next cycle reads (the cluster now, the pending jobs, the queues, ...)."""
         seed = ((self.seed * _SEED_MIX) ^ self.cycle) & _MASK
-        snapshot = Snapshot(
+        return Snapshot(
             self.state,
             tuple(self._pending.values()),
             self.now,
@@ -203,7 +210,9 @@ class Simulation:
             runtime_stats=self._runtime_means,
             evictions=self._evicted_counts,
         )
-        plan = schedule(snapshot, self.profile)
+
+    def _cycle(self) -> None:
+        plan = schedule(self.snapshot(), self.profile)
         self.cycle += 1
         self.last_plan = plan
         self._apply(plan)

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpusched.framework import PluginContext, ProfileSpec
-from gpusched.model import Job, Node
+from gpusched.model import Job, Node, QueueTree
 from gpusched.plugins.fragmentation import TargetWorkload
 from gpusched.scheduler import build_profile
 from gpusched.sim.engine import SimOptions, Simulation
 from gpusched.sim.metrics import RunMetrics, Series, summarise
 
-__all__ = ["SimRun", "simulate"]
+__all__ = ["SimRun", "prepare", "simulate"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,13 +35,14 @@ def simulate(
     spec: ProfileSpec,
     seed: int,
     *,
+    queues: QueueTree | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> SimRun:
-    """Replay ``jobs`` on ``nodes`` under ``spec`` with the trace's own times."""
+    """Replay ``jobs`` on ``nodes`` under ``spec`` with the trace's own times (``queues``:
+    the queue tree, ``None`` for no quota)."""
     started = time.perf_counter()
+    sim = prepare(nodes, jobs, spec, seed, queues)
     shapes = [t.shape for j in jobs for t in j.tasks]
-    profile = build_profile(spec, PluginContext(workload_hint=shapes, seed=seed))
-    sim = Simulation(nodes, jobs, profile, seed=seed, options=SimOptions())
     metrics = RunMetrics(sim, TargetWorkload.from_shapes(shapes))
     sim.observers.append(metrics)
     sim.run(progress)
@@ -49,3 +50,16 @@ def simulate(
     seconds = time.perf_counter() - started
     summary["seconds"] = round(seconds, 3)
     return SimRun(spec.name, seed, summary, metrics.series, sim, seconds)
+
+
+def prepare(
+    nodes: Sequence[Node],
+    jobs: Sequence[Job],
+    spec: ProfileSpec,
+    seed: int,
+    queues: QueueTree | None = None,
+) -> Simulation:
+    """A simulation ready to run: the profile built with the workload as its hint."""
+    shapes = [t.shape for j in jobs for t in j.tasks]
+    profile = build_profile(spec, PluginContext(workload_hint=shapes, seed=seed))
+    return Simulation(nodes, jobs, profile, seed=seed, options=SimOptions(), queues=queues)
