@@ -100,11 +100,7 @@ def test_explain_a_pending_job_gives_needs_nodes_quota_and_start(tmp_path: Path)
         " queue: team-b, runtime_estimate: 600}\n"
     )
     config = tmp_path / "q.yaml"
-    config.write_text(
-        "queues:\n"
-        "  - {name: team-a}\n"
-        "  - {name: team-b, guaranteed: {gpu: 16}}\n"
-    )
+    config.write_text("queues:\n  - {name: team-a}\n  - {name: team-b, guaranteed: {gpu: 16}}\n")
     args = ["--cluster", str(cluster), "--workload", str(workload), "--config", str(config)]
     result = gpusched("explain", "big", *args)
     assert result.returncode == 0, result.stderr
