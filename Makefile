@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TRACES ?= ../shared/traces
 
-.PHONY: run test setup lint typecheck unit bench clean
+.PHONY: run test setup lint typecheck unit bench clean controlplane
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,9 +29,14 @@ typecheck: setup
 	$(BIN)/mypy
 
 unit: setup
-	GPUSCHED_TRACES=$(TRACES) $(BIN)/python -m pytest -q -n 2
+	GPUSCHED_TRACES=$(TRACES) $(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 test: lint typecheck unit
+
+# kube-apiserver, kube-scheduler, kubectl, etcd, kwok from the Go module proxy, cached per version
+# (docs/live.md); the e2e tests run this themselves when the binaries are missing.
+controlplane: setup
+	hack/controlplane/build.sh
 
 bench: setup
 	$(BIN)/gpusched bench openb --trace-dir $(TRACES)/openb --workload default
