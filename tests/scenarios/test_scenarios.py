@@ -26,6 +26,7 @@ what must happen; this module runs them all (one test per file, named by the fil
     simulate: false            # true: run the simulator over `pending` (submit, duration)
     expect:
       binds: {hi: {nodes: [a], gpus: {a: [0, 1, 2, 3]}, tasks: 1}}   # exactly these jobs bind
+                                          # (also gpu_milli: the share held on each GPU)
       evictions: [lo]                                                 # exactly these are evicted
       evicted_members: {el: [el-3, el-2]}     # elastic pods evicted (the job keeps running)
       no_binds: {other: {reason: "substring", code: Unschedulable}}   # must stay pending
@@ -159,6 +160,9 @@ class BindExpect(_Strict):
         default=None, description="Per node, the GPU indices its tasks hold there."
     )
     tasks: int | None = Field(default=None, description="How many of its tasks bind.")
+    gpu_milli: int | None = Field(
+        default=None, description="The share each of its tasks holds on each of its GPUs."
+    )
 
 
 class PendingExpect(_Strict):
@@ -375,6 +379,12 @@ def check_plan(loaded: Loaded, plan: Plan, fails: Failures) -> None:
         if want.nodes is not None:
             got = sorted({b.node for b in mine})
             fails.check(got == sorted(want.nodes), f"binds[{job_id}]: on {got}, not {want.nodes}")
+        if want.gpu_milli is not None:
+            held = sorted({b.gpu_milli for b in mine})
+            fails.check(
+                held == [want.gpu_milli],
+                f"binds[{job_id}]: holds {held} milli, not {want.gpu_milli}",
+            )
         if want.gpus is not None:
             gpus: dict[str, list[int]] = {}
             for b in mine:

@@ -10,6 +10,10 @@ Placement of one task (the formula every profile shares)::
     feasible(n) = AND_f filter_f(task, n)
     score(n)    = SUM_s weight_s * score_s(task, n)            for feasible n
     node        = argmax_n score(n)   (ties: first in cluster order, or uniform at random)
+
+A request that holds different shares on different nodes (by GPU memory, sharing modes; see
+:mod:`.sharing`) is scored per variant on the variant's nodes and the best node overall wins.
+A gang that asks for a network domain is placed inside the nodes :mod:`.domains` chooses.
 """
 
 from __future__ import annotations
@@ -19,10 +23,13 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from gpusched.errors import ConfigError
+from gpusched.framework.domains import choose_domain, task_fit
 from gpusched.framework.extension import CycleContext
 from gpusched.framework.plan import Bind, Eviction, Plan
 from gpusched.framework.profile import Profile, TieBreak
 from gpusched.framework.quota import QuotaBook, job_request
+from gpusched.framework.sharing import variants
 from gpusched.framework.state import ClusterState
 from gpusched.framework.statement import Statement
 from gpusched.framework.status import Code, Status
@@ -35,6 +42,7 @@ from gpusched.model import (
     Resources,
     Task,
     TaskId,
+    TaskShape,
 )
 
 __all__ = ["RunningJob", "Session", "Snapshot"]
@@ -146,6 +154,7 @@ class Session:
         "plan",
         "profile",
         "quota",
+        "restrict",
         "running",
         "running_epoch",
         "snapshot",
@@ -181,6 +190,8 @@ class Session:
         self.ends_cache: tuple[int, list[tuple[float, JobId]]] | None = None
         # Expected end of each running job (fixed within a cycle: start and estimate are).
         self.end_of: dict[JobId, float] = {}
+        # Nodes the gang being placed is confined to (its network domain), or None.
+        self.restrict: np.ndarray | None = None
 
     # -- placing ---------------------------------------------------------------------------
 
@@ -190,6 +201,8 @@ class Session:
         mask = filters[0].filter(self.ctx, task, self.state)
         for f in filters[1:]:
             mask = mask & f.filter(self.ctx, task, self.state)
+        if self.restrict is not None:
+            mask = mask & self.restrict
         if self.blocked_nodes:
             for node, (start, owner) in self.blocked_nodes.items():
                 if self._end_estimate > start and owner != self._current_job:
@@ -198,6 +211,16 @@ class Session:
 
     def select_node(self, task: Task, feasible: np.ndarray) -> int:
         """The best feasible node for ``task`` (callers ensure one exists)."""
+        return self._argmax(self.node_scores(task, feasible))
+
+    def _argmax(self, masked: np.ndarray) -> int:
+        if self.profile.tie_break is TieBreak.FIRST:
+            return int(np.argmax(masked))
+        ties = np.flatnonzero(masked == masked.max())
+        return int(ties[self.ctx.rng.randrange(len(ties))])
+
+    def node_scores(self, task: Task, feasible: np.ndarray) -> np.ndarray:
+        """Weighted score sum on feasible nodes, ``-inf`` elsewhere."""
         scores = self.profile.scores
         if not scores:
             total = np.zeros(self.state.size)
@@ -207,11 +230,7 @@ class Session:
             total = np.zeros(self.state.size)
             for plugin, weight in scores:
                 total = total + weight * plugin.score(self.ctx, task, self.state, feasible)
-        masked = np.where(feasible, total, -np.inf)
-        if self.profile.tie_break is TieBreak.FIRST:
-            return int(np.argmax(masked))
-        ties = np.flatnonzero(masked == masked.max())
-        return int(ties[self.ctx.rng.randrange(len(ties))])
+        return np.where(feasible, total, -np.inf)
 
     def place_single(self, task: Task, stmt: Statement) -> Status:
         """:meth:`place_task` with the per-cycle failure memo (for pod-by-pod placement)."""
@@ -229,6 +248,9 @@ class Session:
         (``explain=False``: a bare status, for trial placements that only ask "does it fit?")."""
         if self.profile.gpu_as_integer and task.shape.is_sharing:
             task = Task(task.id, task.job, replace(task.shape, gpu_milli=MILLI_PER_GPU))
+        options = variants(self.state, task.shape)
+        if options is not None:
+            return self._place_variants(task, options, stmt, explain)
         feasible = self.feasible(task)
         if not feasible.any():
             return self.diagnose(task) if explain else _NO_FIT
@@ -236,6 +258,74 @@ class Session:
         gpus = self.profile.gpu_picker.pick(self.ctx, task, self.state, node)
         stmt.allocate(task, node, gpus)
         return Status.success()
+
+    def _place_variants(
+        self,
+        task: Task,
+        options: Sequence[tuple[TaskShape, np.ndarray]],
+        stmt: Statement,
+        explain: bool,
+    ) -> Status:
+        """Place a request whose share depends on the node (:mod:`.sharing`): each variant
+        scored on its own nodes, the best node overall; ties as the profile says."""
+        combined = np.full(self.state.size, -np.inf)
+        owner = np.full(self.state.size, -1, dtype=np.int64)
+        tasks = [Task(task.id, task.job, shape) for shape, _ in options]
+        for i, (vtask, (_, nodes)) in enumerate(zip(tasks, options, strict=True)):
+            feasible = self.feasible(vtask) & nodes
+            if feasible.any():
+                combined = np.where(feasible, self.node_scores(vtask, feasible), combined)
+                owner[feasible] = i
+        if not (owner >= 0).any():
+            return self._diagnose_variants(task, tasks) if explain else _NO_FIT
+        node = self._argmax(combined)
+        vtask = tasks[int(owner[node])]
+        gpus = self.profile.gpu_picker.pick(self.ctx, vtask, self.state, node)
+        stmt.allocate(vtask, node, gpus)
+        return Status.success()
+
+    def _diagnose_variants(self, task: Task, tasks: Sequence[Task]) -> Status:
+        s = task.shape
+        state = self.state
+        if not tasks:
+            if s.gpu_memory_mib:
+                usable = int(state.gpu_usable_mib.max(initial=0))
+                return Status(
+                    Code.UNRESOLVABLE,
+                    (
+                        f"asks {s.gpu_memory_mib / 1024:g} GiB of GPU memory; the largest usable "
+                        f"GPU memory of any node is {usable / 1024:g} GiB",
+                    ),
+                )
+            return Status(
+                Code.UNRESOLVABLE,
+                ("asks a fraction of a GPU; every GPU node is exclusive (no sharing)",),
+            )
+        empty = state.empty()
+        ever = False
+        for vtask, (_, nodes) in zip(tasks, variants(state, s) or (), strict=False):
+            mask = nodes.copy()
+            for f in self.profile.filters:
+                mask &= f.filter(self.ctx, vtask, empty)
+            ever = ever or bool(mask.any())
+        reasons = tuple(
+            dict.fromkeys(
+                r
+                for t in tasks
+                for f in self.profile.filters
+                if (r := f.explain(self.ctx, t, state))
+            )
+        )
+        code = Code.UNSCHEDULABLE if ever else Code.UNRESOLVABLE
+        if not ever:
+            reasons = ("no node that can host its share would fit it even when empty", *reasons)
+        if s.by_memory:
+            reasons = (
+                f"asks {s.gpu_memory_mib / 1024:g} GiB of GPU memory (a share of "
+                f"{', '.join(str(t.shape.gpu_milli) for t in tasks)} milli by GPU size)",
+                *reasons,
+            )
+        return Status(code, reasons)
 
     def begin_job(self, job: Job) -> None:
         """Placements that follow are for ``job``: reserved nodes admit it only if it is
@@ -259,7 +349,11 @@ class Session:
         todo = [t for t in job.tasks if t.id not in self.state.allocations]
         need = job.min_available - (len(job.tasks) - len(todo))
         self.begin_job(job)
-        key: tuple[object, ...] = (max(need, 0), *(t.shape for t in todo[: max(need, 0)]))
+        key: tuple[object, ...] = (
+            max(need, 0),
+            job.topology,
+            *(t.shape for t in todo[: max(need, 0)]),
+        )
         if self.blocked_nodes:
             # Reserved nodes admit only jobs ending before the reservation: the outcome then
             # depends on the job's expected end too.
@@ -269,36 +363,44 @@ class Session:
             self.plan.pending[job.id] = known
             return known
         stmt = Statement(self.state)
-        for task in todo[: max(need, 0)]:
-            status = self.place_task(task, stmt)
-            if not status.ok:
-                placed = len(stmt.allocations)
-                stmt.rollback()
-                if job.min_available > 1:
-                    status = Status(
-                        status.code,
-                        (
-                            f"gang needs {job.min_available} tasks placed together; "
-                            f"{placed + len(job.tasks) - len(todo)} could be placed",
-                            *status.reasons,
-                        ),
-                    )
-                if (
-                    status.code is Code.UNSCHEDULABLE
-                    and need > 1
-                    and not self._gang_ever_fits(job, key)
-                ):
-                    status = Status(
-                        Code.UNRESOLVABLE,
-                        (
-                            f"the gang of {need} tasks cannot fit together even on an empty "
-                            "cluster",
-                            *status.reasons[1:],
-                        ),
-                    )
-                self.plan.pending[job.id] = status
-                self._failed[key] = status
-                return status
+        gang_tasks = todo[: max(need, 0)]
+        failed = self._confine(job, gang_tasks)
+        try:
+            for task in gang_tasks if failed is None else ():
+                status = self.place_task(task, stmt)
+                if not status.ok:
+                    failed = status
+                    break
+        finally:
+            self.restrict = None
+        if failed is not None:
+            status = failed
+            placed = len(stmt.allocations)
+            stmt.rollback()
+            if job.min_available > 1:
+                status = Status(
+                    status.code,
+                    (
+                        f"gang needs {job.min_available} tasks placed together; "
+                        f"{placed + len(job.tasks) - len(todo)} could be placed",
+                        *status.reasons,
+                    ),
+                )
+            if (
+                status.code is Code.UNSCHEDULABLE
+                and need > 1
+                and not self._gang_ever_fits(job, key)
+            ):
+                status = Status(
+                    Code.UNRESOLVABLE,
+                    (
+                        f"the gang of {need} tasks cannot fit together even on an empty cluster",
+                        *status.reasons[1:],
+                    ),
+                )
+            self.plan.pending[job.id] = status
+            self._failed[key] = status
+            return status
         # Elastic members beyond the gang: best effort, one by one, each within the queue's
         # limit and guarantee-or-borrowing rules like the gang itself.
         gang = {t.id for t in todo[: max(need, 0)]}
@@ -316,6 +418,48 @@ class Session:
                 members.append(task)
         self._commit(job, stmt)
         return Status.success()
+
+    def _confine(self, job: Job, tasks: Sequence[Task]) -> Status | None:
+        """Confine the gang to the network domain :mod:`.domains` chooses (sets
+        :attr:`restrict`); a status when a required domain has no room."""
+        req = job.topology
+        if req is None or len(tasks) < 2:
+            return None
+        try:
+            level = self.state.network.level(req.level, where=f"job {job.id!r}: field 'topology'")
+        except ConfigError as exc:
+            return Status(Code.UNRESOLVABLE, (str(exc),))
+        fit = self._gang_fit(self.state, tasks[0], blocked=True)
+        choice = choose_domain(self.state, level, fit, len(tasks), required=req.required)
+        if choice.problem:
+            empty = self.state.empty()
+            ever = choose_domain(
+                empty, level, self._gang_fit(empty, tasks[0]), len(tasks), required=True
+            )
+            if ever.problem:
+                return Status(Code.UNRESOLVABLE, (f"{ever.problem} even on an empty cluster",))
+            return Status(Code.UNSCHEDULABLE, (choice.problem,))
+        self.restrict = choice.nodes
+        return None
+
+    def _gang_fit(self, state: ClusterState, task: Task, *, blocked: bool = False) -> np.ndarray:
+        """How many tasks of ``task``'s shape each node of ``state`` can take now
+        (:func:`~gpusched.framework.domains.task_fit`), per share variant."""
+        options = variants(state, task.shape)
+        shapes = [(task.shape, None)] if options is None else list(options)
+        fit = np.zeros(state.size, dtype=np.int64)
+        for shape, nodes in shapes:
+            probe = Task(task.id, task.job, shape)
+            if blocked:
+                mask = self.feasible(probe)
+            else:
+                mask = np.ones(state.size, dtype=bool)
+                for f in self.profile.filters:
+                    mask &= f.filter(self.ctx, probe, state)
+            if nodes is not None:
+                mask = mask & nodes
+            fit = np.maximum(fit, task_fit(state, shape, mask))
+        return fit
 
     def _commit(self, job: Job, stmt: Statement) -> None:
         names = self.state.names

@@ -13,11 +13,17 @@ answer for every node with a handful of vector operations instead of a Python lo
   CPU-only node;
 * ``shape_count[n, c]`` -- how many tasks of GPU-shape class ``c`` (:data:`SHAPE_CLASSES`)
   node ``n`` hosts;
+* ``gpu_usable_mib[n]`` -- memory of each of node ``n``'s GPUs available to tasks (GPU memory
+  minus the driver's reserve; 0 when unknown), what requests by memory are converted against;
 * ``version[n]`` -- a stamp that changes whenever node ``n`` changes. Stamps come from one
   :class:`VersionClock` shared by a state and all its copies, so a stamp never means two different
   contents and plugins may cache per-node results keyed on it.
 
 Node order is meaningful: when scores tie, the scheduler may pick the first node in this order.
+
+The cluster's network levels (:class:`~gpusched.model.network.NetworkTopology`) are given to
+:meth:`ClusterState.from_nodes` or detected from the node labels; :meth:`ClusterState.domains`
+numbers each level's domains per node (derived data of the node list, shared by all copies).
 """
 
 from __future__ import annotations
@@ -30,7 +36,18 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpusched.errors import InvariantError
-from gpusched.model import MILLI_PER_GPU, GpuModel, JobId, Node, NodeName, Task, TaskId
+from gpusched.model import (
+    MILLI_PER_GPU,
+    GpuModel,
+    JobId,
+    NetworkTopology,
+    Node,
+    NodeName,
+    SharingMode,
+    Task,
+    TaskId,
+)
+from gpusched.model.network import detect_network
 
 __all__ = [
     "SHAPE_CLASSES",
@@ -62,11 +79,12 @@ I32 = NDArray[np.int32]
 class _Layout:
     """What a state and all its copies share: derived data of the node list (built lazily)."""
 
-    __slots__ = ("cache", "empty")
+    __slots__ = ("cache", "empty", "network")
 
     def __init__(self) -> None:
         self.empty: ClusterState | None = None
         self.cache: dict[object, object] = {}
+        self.network: NetworkTopology | None = None
 
 
 class VersionClock:
@@ -256,6 +274,7 @@ class ClusterState:
         "gpu_free",
         "gpu_idle",
         "gpu_memory_mib",
+        "gpu_usable_mib",
         "index",
         "mem_cap",
         "mem_free",
@@ -277,6 +296,7 @@ class ClusterState:
     model_id: I64
     gpu_cap: I32
     gpu_memory_mib: I64
+    gpu_usable_mib: I64
     cpu_free: I64
     mem_free: I64
     gpu_free: I32
@@ -289,11 +309,19 @@ class ClusterState:
     _shared: bool
 
     @classmethod
-    def from_nodes(cls, nodes: Sequence[Node], *, models: Iterable[GpuModel] = ()) -> ClusterState:
+    def from_nodes(
+        cls,
+        nodes: Sequence[Node],
+        *,
+        models: Iterable[GpuModel] = (),
+        network: NetworkTopology | None = None,
+    ) -> ClusterState:
         """Lay ``nodes`` out as arrays, in the given order.
 
         ``models`` may pre-declare GPU models that no node has yet (so task model constraints
         naming them resolve); models seen on nodes are added in order of first appearance.
+        ``network``: the cluster's network levels; ``None`` detects them from the labels
+        (:func:`~gpusched.model.network.detect_network`).
         """
         names = tuple(n.name for n in nodes)
         index = {name: i for i, name in enumerate(names)}
@@ -321,6 +349,7 @@ class ClusterState:
         self.gpu_memory_mib = np.array(
             [nd.gpus[0].memory_mib if nd.gpus else 0 for nd in nodes], dtype=np.int64
         )
+        self.gpu_usable_mib = np.array([nd.gpu_usable_mib for nd in nodes], dtype=np.int64)
         slots = np.arange(width)[None, :]
         self.gpu_cap = np.where(slots < self.gpu_count[:, None], MILLI_PER_GPU, 0).astype(np.int32)
         self.cpu_free = self.cpu_cap.copy()
@@ -332,6 +361,7 @@ class ClusterState:
         self.version = np.zeros(n, dtype=np.int64)
         self.allocations = AllocationMap()
         self._layout = _Layout()
+        self._layout.network = network
         self._shared = False
         return self
 
@@ -375,6 +405,7 @@ class ClusterState:
         other.model_id = self.model_id
         other.gpu_cap = self.gpu_cap
         other.gpu_memory_mib = self.gpu_memory_mib
+        other.gpu_usable_mib = self.gpu_usable_mib
         other.cpu_free = self.cpu_free.copy()
         other.mem_free = self.mem_free.copy()
         other.gpu_free = self.gpu_free.copy()
@@ -397,7 +428,9 @@ class ClusterState:
         """The same nodes with nothing allocated (for "could this ever fit?" questions)."""
         layout = self._layout
         if layout.empty is None:
-            layout.empty = ClusterState.from_nodes(self.nodes, models=self.models)
+            layout.empty = ClusterState.from_nodes(
+                self.nodes, models=self.models, network=layout.network
+            )
             layout.empty._layout = layout
             # Stamp 0 means "nothing ever allocated" in every state of a layout; later stamps
             # of the empty state and its copies come from the same clock, so none collides.
@@ -420,6 +453,55 @@ class ClusterState:
             mask.setflags(write=False)
             self._layout.cache[key] = mask
         return mask  # type: ignore[return-value]
+
+    @property
+    def network(self) -> NetworkTopology:
+        """The cluster's network levels, coarse to fine (given, or detected from labels)."""
+        layout = self._layout
+        if layout.network is None:
+            layout.network = detect_network([n.labels for n in self.nodes])
+        return layout.network
+
+    def domains(self, level: int) -> I64:
+        """Domain number of every node at network level ``level`` (index into
+        ``network.levels``): nodes with the same label value share a number, numbered in
+        order of first appearance; ``-1`` where the node lacks the label. Read-only, cached."""
+        key = ("network-domains", level)
+        ids = self._layout.cache.get(key)
+        if ids is None:
+            label = self.network.levels[level].label
+            seen: dict[str, int] = {}
+            ids = np.array(
+                [
+                    seen.setdefault(v, len(seen)) if (v := n.labels.get(label)) is not None else -1
+                    for n in self.nodes
+                ],
+                dtype=np.int64,
+            )
+            ids.setflags(write=False)
+            self._layout.cache[key] = ids
+        return ids  # type: ignore[return-value]
+
+    def domain_names(self, level: int) -> tuple[str, ...]:
+        """Label value of each domain number of ``level`` (see :meth:`domains`)."""
+        key = ("network-domain-names", level)
+        names = self._layout.cache.get(key)
+        if names is None:
+            label = self.network.levels[level].label
+            names = tuple(
+                dict.fromkeys(v for n in self.nodes if (v := n.labels.get(label)) is not None)
+            )
+            self._layout.cache[key] = names
+        return names  # type: ignore[return-value]
+
+    def sharing_mask(self) -> NDArray[np.bool_] | None:
+        """Nodes whose GPUs admit fractional requests, or ``None`` when every node does."""
+        key = "sharing-mask"
+        if key not in self._layout.cache:
+            mask = np.array([n.gpu_sharing is not SharingMode.EXCLUSIVE for n in self.nodes])
+            mask.setflags(write=False)
+            self._layout.cache[key] = None if mask.all() else mask
+        return self._layout.cache[key]  # type: ignore[return-value]
 
     # -- changes ---------------------------------------------------------------------------
 

@@ -12,6 +12,19 @@ Cluster (YAML)::
         gpu_memory: 80Gi
         labels: {topology.kubernetes.io/zone: z1}
         taints: [{key: dedicated, value: infer, effect: NoSchedule}]
+        gpu_sharing: time-slicing   # exclusive | time-slicing | mps (fractional requests)
+        gpu_reserved_memory: 1Gi    # per GPU, kept by the driver (requests by memory use the rest)
+        topology:           # GPU topology inside the node (optional)
+          numa_cpu: [96, 96]          # cores per NUMA node
+          gpu_numa: [0, 0, 0, 0, 1, 1, 1, 1]   # NUMA node of each GPU
+          pcie_root: [a, a, b, b, c, c, d, d]  # optional; default: one root per GPU
+          nvlink: [[0, 1, 2, 3, 4, 5, 6, 7]]   # NVLink domains, all to all inside each
+      - name: dgx           # or a built-in template (hgx-h100-8, hgx-a100-8, pcie-4-pairs, l4,
+        template: hgx-h100-8  # t4): GPUs, topology, CPUs and memory from the template; cpu,
+        count: 4            # memory, labels, taints, gpu_sharing may still be given
+        labels: {topology.gpusched.io/rack: r1}
+    network_topology: gke   # optional: a preset (gke, eks, topograph, topograph-tiers,
+                            # gpusched) or label keys coarse to fine; default: detected
 
 Workload (YAML, or CSV with the same field names as columns and ``gpu_models`` joined by
 ``|``)::
@@ -34,6 +47,13 @@ Workload (YAML, or CSV with the same field names as columns and ``gpu_models`` j
         gpus: 8             # per pod
         gpu_share: 1000     # milli-GPU of each GPU; < 1000 only with gpus: 1
         gpu_models: [H100]  # allowed models; empty = any
+        gpu_memory: 10Gi    # GPU memory per GPU: with gpus: 1 a share *by memory* (converted
+                            # per node), except for training, which gets whole GPUs with at
+                            # least this memory unless share_gpu: true; with gpu_share: 1000
+                            # or gpus > 1 a minimum
+        share_gpu: true     # training only: may share a GPU (default false for training)
+        topology_required: rack    # the gang in one domain of this network level, or wait
+        topology_preferred: block  # one domain if possible, else as few as possible
         labels: {team: a}   # job labels (informational)
         node_selector: {gpusched.io/pool: h100}
         tolerations: [{key: dedicated, operator: Equal, value: infer, effect: NoSchedule}]
@@ -53,13 +73,14 @@ Every error names the file, line and field (:class:`~gpusched.errors.TraceError`
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from gpusched.errors import TraceError
+from gpusched.errors import ConfigError, TraceError
 from gpusched.io.csvtable import read_table
 from gpusched.io.native_constraints import (
     ExpressionEntry,
@@ -79,20 +100,29 @@ from gpusched.model import (
     Constraints,
     Effect,
     Expression,
+    Gpu,
     GpuModel,
     Job,
     JobId,
     JobKind,
+    NetworkTopology,
     Node,
+    NodeName,
     QueueName,
     Resources,
     SchedulingConfig,
+    SharingMode,
     Taint,
     Task,
     TaskId,
     TaskShape,
     Toleration,
+    TopologyRequest,
 )
+from gpusched.model.network import detect_network, network_from_spec
+from gpusched.model.task import nominal_share
+from gpusched.model.templates import TEMPLATES
+from gpusched.model.topology import GpuDevice, LinkClass, NodeTopology
 
 __all__ = [
     "ClusterFile",
@@ -107,10 +137,49 @@ __all__ = [
     "dump_scheduling",
     "dump_workload",
     "load_cluster",
+    "load_cluster_spec",
     "load_workload",
 ]
 
 Quantity = int | float | str
+
+
+class TopologyEntry(BaseModel):
+    """The GPU topology inside a node (see docs/topology.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    numa_cpu: list[Quantity] = Field(
+        min_length=1, description="CPUs of each NUMA node: cores or millicores ('500m')."
+    )
+    gpu_numa: list[int] = Field(description="NUMA node of each GPU, in GPU order.")
+    pcie_root: list[str] | None = Field(
+        default=None, description="PCIe root of each GPU (default: one root per GPU)."
+    )
+    nvlink: list[list[int]] = Field(
+        default_factory=list,
+        description="NVLink domains: GPU indices connected all to all ([[0..7]]: NVSwitch).",
+    )
+
+    @field_validator("numa_cpu", mode="before")
+    @classmethod
+    def _cpus(cls, v: Any) -> Any:
+        return [cpu_to_milli(c) for c in v] if isinstance(v, list) else v
+
+    def build(self, model: str, memory_mib: int, where: str) -> NodeTopology:
+        roots = self.pcie_root or [f"root{i}" for i in range(len(self.gpu_numa))]
+        if len(roots) != len(self.gpu_numa):
+            raise ConfigError(
+                f"{where}: field 'topology.pcie_root': got {len(roots)} entries; expected one "
+                f"per GPU ({len(self.gpu_numa)})"
+            )
+        devices = [
+            GpuDevice(GpuModel(model), memory_mib, numa, root)
+            for numa, root in zip(self.gpu_numa, roots, strict=True)
+        ]
+        return NodeTopology.build(
+            devices, [int(c) for c in self.numa_cpu], nvlink_domains=self.nvlink, where=where
+        )
 
 
 class NodeGroup(BaseModel):
@@ -120,8 +189,20 @@ class NodeGroup(BaseModel):
 
     name: str = Field(min_length=1, description="Node name, or name prefix when count > 1.")
     count: int = Field(default=1, ge=1, description="How many identical nodes.")
-    cpu: Quantity = Field(description="Allocatable CPU: cores (8, 0.5) or millicores ('500m').")
-    memory: Quantity = Field(description="Allocatable memory: MiB or a quantity ('512Gi').")
+    template: str | None = Field(
+        default=None,
+        description="A built-in machine (hgx-h100-8, hgx-a100-8, pcie-4-pairs, l4, t4): GPUs, "
+        "GPU topology, CPUs and memory from the template; cpu and memory override it.",
+    )
+    cpu: Quantity | None = Field(
+        default=None,
+        description="Allocatable CPU: cores (8, 0.5) or millicores ('500m'); required "
+        "without a template.",
+    )
+    memory: Quantity | None = Field(
+        default=None,
+        description="Allocatable memory: MiB or a quantity ('512Gi'); required without a template.",
+    )
     gpus: int = Field(default=0, ge=0, le=64, description="GPUs per node.")
     gpu_model: str = Field(default="", description="GPU model name; required when gpus > 0.")
     gpu_memory: Quantity = Field(default=0, description="Memory of each GPU ('80Gi').")
@@ -130,19 +211,47 @@ class NodeGroup(BaseModel):
         default_factory=list,
         description="Node taints: `{key, value, effect}`; pods need a matching toleration.",
     )
+    gpu_sharing: SharingMode = Field(
+        default=SharingMode.TIME_SLICING,
+        description="How fractional requests share the GPUs: exclusive (none), time-slicing, mps.",
+    )
+    gpu_reserved_memory: Quantity | None = Field(
+        default=None,
+        description="GPU memory the driver keeps, per GPU (default 0; templates 1Gi).",
+    )
+    topology: TopologyEntry | None = Field(
+        default=None,
+        description="GPU topology: `{numa_cpu, gpu_numa, pcie_root, nvlink}` (docs/topology.md).",
+    )
 
     @field_validator("cpu", mode="before")
     @classmethod
-    def _cpu(cls, v: Quantity) -> int:
-        return cpu_to_milli(v)
+    def _cpu(cls, v: Quantity | None) -> int | None:
+        return None if v is None else cpu_to_milli(v)
 
-    @field_validator("memory", "gpu_memory", mode="before")
+    @field_validator("memory", "gpu_memory", "gpu_reserved_memory", mode="before")
     @classmethod
-    def _mem(cls, v: Quantity) -> int:
-        return memory_to_mib(v)
+    def _mem(cls, v: Quantity | None) -> int | None:
+        return None if v is None else memory_to_mib(v)
 
     @model_validator(mode="after")
     def _model_needed(self) -> NodeGroup:
+        if self.template is not None:
+            if self.template not in TEMPLATES:
+                raise ValueError(
+                    f"unknown template {self.template!r}; known: {', '.join(TEMPLATES)}"
+                )
+            if self.gpus or self.gpu_model or self.topology is not None:
+                raise ValueError(
+                    f"node {self.name!r} has a template; gpus, gpu_model and topology come from it"
+                )
+        elif self.cpu is None or self.memory is None:
+            raise ValueError(f"node {self.name!r}: give cpu and memory (or a template)")
+        if self.topology is not None and len(self.topology.gpu_numa) != self.gpus:
+            raise ValueError(
+                f"node {self.name!r}: topology.gpu_numa has {len(self.topology.gpu_numa)} "
+                f"entries; expected one per GPU ({self.gpus})"
+            )
         if self.gpus and not self.gpu_model:
             raise ValueError(f"node {self.name!r} has {self.gpus} GPUs; set gpu_model")
         seen: set[tuple[str, Effect]] = set()
@@ -156,19 +265,49 @@ class NodeGroup(BaseModel):
         return self
 
     def build(self) -> list[Node]:
+        """The group's nodes; :class:`ConfigError` naming the node and field when its GPU
+        topology is inconsistent."""
         names = (
             [self.name] if self.count == 1 else [f"{self.name}-{i:03d}" for i in range(self.count)]
         )
+        taints = tuple(Taint(t.key, t.value, t.effect) for t in self.taints)
+        if self.template is not None:
+            out = []
+            for n in names:
+                base = TEMPLATES[self.template](n)
+                changes: dict[str, Any] = {
+                    "labels": dict(self.labels),
+                    "taints": taints,
+                    "gpu_sharing": self.gpu_sharing,
+                }
+                if self.cpu is not None:
+                    changes["cpu_milli"] = int(self.cpu)
+                if self.memory is not None:
+                    changes["memory_mib"] = int(self.memory)
+                if self.gpu_reserved_memory is not None:
+                    changes["gpu_reserved_mib"] = int(self.gpu_reserved_memory)
+                out.append(replace(base, **changes))
+            return out
+        topology = (
+            None
+            if self.topology is None
+            else self.topology.build(
+                self.gpu_model, int(self.gpu_memory), where=f"node {self.name!r}"
+            )
+        )
         return [
-            Node.with_gpus(
-                n,
-                cpu_milli=int(self.cpu),
-                memory_mib=int(self.memory),
-                gpu_count=self.gpus,
-                gpu_model=self.gpu_model if self.gpus else "",
-                gpu_memory_mib=int(self.gpu_memory),
-                labels=self.labels,
-                taints=tuple(Taint(t.key, t.value, t.effect) for t in self.taints),
+            Node(
+                NodeName(n),
+                int(self.cpu or 0),
+                int(self.memory or 0),
+                tuple(
+                    Gpu(i, GpuModel(self.gpu_model), int(self.gpu_memory)) for i in range(self.gpus)
+                ),
+                dict(self.labels),
+                taints,
+                topology,
+                self.gpu_sharing,
+                int(self.gpu_reserved_memory or 0),
             )
             for n in names
         ]
@@ -180,6 +319,11 @@ class ClusterFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     nodes: list[NodeGroup] = Field(min_length=1, description="Node groups.")
+    network_topology: str | list[str] | None = Field(
+        default=None,
+        description="Network levels: a preset (gke, eks, topograph, topograph-tiers, "
+        "gpusched) or node label keys coarse to fine; default: detected from the labels.",
+    )
 
 
 class JobEntry(BaseModel):
@@ -236,6 +380,26 @@ class JobEntry(BaseModel):
         default_factory=list,
         description="Preferred node affinity: `{weight: 1..100, match: [expressions]}`.",
     )
+    gpu_memory: Quantity | None = Field(
+        default=None,
+        description="GPU memory per GPU ('10Gi'). With gpus: 1 a share by memory, converted "
+        "on each node against its GPU memory minus the driver's reserve (training: a whole GPU "
+        "with at least this memory unless share_gpu); with gpu_share: 1000 or gpus > 1 a "
+        "minimum.",
+    )
+    share_gpu: bool | None = Field(
+        default=None,
+        description="Whether a request by gpu_memory may share a GPU (default: yes, except "
+        "for training).",
+    )
+    topology_required: str | None = Field(
+        default=None,
+        description="Network level (name or label) the gang must sit in one domain of.",
+    )
+    topology_preferred: str | None = Field(
+        default=None,
+        description="Network level the gang prefers one domain of (else as few as possible).",
+    )
 
     @field_validator("cpu", mode="before")
     @classmethod
@@ -247,6 +411,30 @@ class JobEntry(BaseModel):
     def _mem(cls, v: Quantity) -> int:
         return memory_to_mib(v)
 
+    @field_validator("gpu_memory", mode="before")
+    @classmethod
+    def _gpu_mem(cls, v: Quantity | None) -> int | None:
+        return None if v is None else memory_to_mib(v)
+
+    def gpu_request(self) -> tuple[int, int]:
+        """``(gpu_milli, gpu_memory_mib)`` of each pod (see the field descriptions)."""
+        if not self.gpus:
+            return 0, 0
+        mem = int(self.gpu_memory or 0)
+        if not mem:
+            return self.gpu_share, 0
+        if "gpu_share" in self.model_fields_set or self.gpus > 1:
+            return self.gpu_share, mem
+        shares = self.share_gpu if self.share_gpu is not None else self.kind != JobKind.TRAINING
+        return (nominal_share(mem) if shares else MILLI_PER_GPU), mem
+
+    def topology(self) -> TopologyRequest | None:
+        if self.topology_required:
+            return TopologyRequest(self.topology_required, required=True)
+        if self.topology_preferred:
+            return TopologyRequest(self.topology_preferred, required=False)
+        return None
+
     @model_validator(mode="after")
     def _consistent(self) -> JobEntry:
         if self.gpus > 1 and self.gpu_share < MILLI_PER_GPU:
@@ -256,6 +444,18 @@ class JobEntry(BaseModel):
             )
         if self.min_available is not None and self.min_available > self.replicas:
             raise ValueError(f"min_available {self.min_available} exceeds replicas {self.replicas}")
+        if self.gpu_memory is not None:
+            if int(self.gpu_memory) <= 0:
+                raise ValueError(f"gpu_memory {self.gpu_memory} MiB; expected > 0")
+            if not self.gpus:
+                raise ValueError("gpu_memory without gpus; give gpus: 1 (or more)")
+            if "gpu_share" in self.model_fields_set and self.gpu_share < MILLI_PER_GPU:
+                raise ValueError(
+                    f"gpu_share {self.gpu_share} and gpu_memory both size the share; give one "
+                    "(gpu_memory alone, or gpu_share: 1000 for a whole GPU with that memory)"
+                )
+        if self.topology_required and self.topology_preferred:
+            raise ValueError("give topology_required or topology_preferred, not both")
         for i, term in enumerate(self.affinity_required):
             if not term:
                 raise ValueError(
@@ -283,13 +483,15 @@ class JobEntry(BaseModel):
 
     def build(self) -> Job:
         constraints = self.constraints()
+        milli, gpu_mem = self.gpu_request()
         shape = TaskShape(
             cpu_milli=int(self.cpu),
             memory_mib=int(self.memory),
             num_gpu=self.gpus,
-            gpu_milli=self.gpu_share if self.gpus else 0,
+            gpu_milli=milli,
             gpu_models=frozenset(GpuModel(m) for m in self.gpu_models),
             constraints=NO_CONSTRAINTS if constraints.empty else constraints,
+            gpu_memory_mib=gpu_mem,
         )
         jid = JobId(self.name)
         tasks = tuple(
@@ -310,6 +512,7 @@ class JobEntry(BaseModel):
             preemptible=True if self.preemptible is None else self.preemptible,
             runtime_estimate=self.runtime_estimate,
             user=self.user,
+            topology=self.topology(),
         )
 
 
@@ -322,23 +525,59 @@ class WorkloadFile(BaseModel):
 
 
 def load_cluster(path: str | Path) -> list[Node]:
-    """Nodes of a native cluster YAML file."""
+    """Nodes of a native cluster YAML file (see :func:`load_cluster_spec` for its network)."""
+    return load_cluster_spec(path)[0]
+
+
+def load_cluster_spec(path: str | Path) -> tuple[list[Node], NetworkTopology]:
+    """Nodes of a native cluster YAML file and its network levels (``network_topology``, or
+    detected from the labels). A GPU topology that contradicts itself or a network level no
+    node label defines is a :class:`TraceError` naming the line and field."""
     data = load_yaml(path)
     spec = validate(ClusterFile, data, path)
-    nodes = [n for group in spec.nodes for n in group.build()]
+    nodes: list[Node] = []
     seen: set[str] = set()
-    for i, node in enumerate(nodes):
-        if node.name in seen:
-            line = _entry_line(data, "nodes", i)
-            raise TraceError(str(path), line, "name", f"duplicate node name {node.name!r}")
-        seen.add(node.name)
-    return nodes
+    for g, group in enumerate(spec.nodes):
+        try:
+            built = group.build()
+        except ConfigError as exc:
+            raise TraceError(
+                str(path), _entry_line(data, "nodes", g), "topology", str(exc)
+            ) from None
+        for node in built:
+            if node.name in seen:
+                raise TraceError(
+                    str(path),
+                    _entry_line(data, "nodes", g),
+                    "name",
+                    f"duplicate node name {node.name!r}",
+                )
+            seen.add(node.name)
+        nodes.extend(built)
+    labels = [n.labels for n in nodes]
+    if spec.network_topology is None:
+        network = detect_network(labels)
+    else:
+        try:
+            network = network_from_spec(spec.network_topology, labels, where="network_topology")
+        except ConfigError as exc:
+            line = data.get(LINE_KEY) if isinstance(data, dict) else None
+            raise TraceError(
+                str(path), line if isinstance(line, int) else None, "network_topology", str(exc)
+            ) from None
+    return nodes, network
 
 
-def load_workload(path: str | Path, known_models: Iterable[str] | None = None) -> list[Job]:
+def load_workload(
+    path: str | Path,
+    known_models: Iterable[str] | None = None,
+    nodes: Sequence[Node] | None = None,
+) -> list[Job]:
     """Jobs of a native workload file (``.yaml``/``.yml`` or ``.csv``).
 
-    With ``known_models``, a job naming any other GPU model is an error.
+    With ``known_models``, a job naming any other GPU model is an error. With ``nodes``, so is
+    a ``gpu_memory`` above the usable memory of every GPU the job may use (the error names the
+    job and the field).
     """
     p = Path(path)
     entries: list[tuple[int | None, JobEntry]]
@@ -365,8 +604,25 @@ def load_workload(path: str | Path, known_models: Iterable[str] | None = None) -
                     f"unknown GPU model {unknown[0]!r}; the cluster has "
                     f"{', '.join(sorted(models)) or 'no GPUs'}",
                 )
+        if nodes is not None and entry.gpu_memory:
+            _check_gpu_memory(p, line, entry, nodes)
         jobs.append(entry.build())
     return jobs
+
+
+def _check_gpu_memory(path: Path, line: int | None, entry: JobEntry, nodes: Sequence[Node]) -> None:
+    allowed = set(entry.gpu_models)
+    usable = [n.gpu_usable_mib for n in nodes if n.gpus and (not allowed or n.gpu_model in allowed)]
+    best = max(usable, default=0)
+    if int(entry.gpu_memory or 0) > best:
+        raise TraceError(
+            str(path),
+            line,
+            "gpu_memory",
+            f"job {entry.name!r} asks {int(entry.gpu_memory or 0)} MiB of one GPU; the largest "
+            f"usable GPU memory{' of its models' if allowed else ''} is {best} MiB "
+            "(GPU memory minus the driver's reserve)",
+        )
 
 
 _CSV_FIELDS = tuple(JobEntry.model_fields)
@@ -457,12 +713,22 @@ def dump_workload(jobs: Sequence[Job], path: str | Path) -> None:
         entry["memory"] = f"{s.memory_mib}Mi"
         if s.num_gpu:
             entry["gpus"] = s.num_gpu
-            if s.gpu_milli != MILLI_PER_GPU:
+            if s.gpu_memory_mib:
+                entry["gpu_memory"] = f"{s.gpu_memory_mib}Mi"
+                training = job.kind == JobKind.TRAINING
+                if s.by_memory and training:
+                    entry["share_gpu"] = True
+                elif not s.by_memory and s.num_gpu == 1 and not training:
+                    entry["gpu_share"] = MILLI_PER_GPU
+            elif s.gpu_milli != MILLI_PER_GPU:
                 entry["gpu_share"] = s.gpu_milli
             if s.gpu_models:
                 entry["gpu_models"] = sorted(s.gpu_models)
         if job.labels:
             entry["labels"] = dict(job.labels)
+        if job.topology is not None:
+            key = "topology_required" if job.topology.required else "topology_preferred"
+            entry[key] = job.topology.level
         entry.update(dump_constraints(s.constraints))
         out.append(entry)
     Path(path).write_text(yaml.safe_dump({"jobs": out}, sort_keys=False), encoding="utf-8")
@@ -482,6 +748,12 @@ def dump_cluster(nodes: Sequence[Node], path: str | Path) -> None:
             entry.update(gpus=n.gpu_count, gpu_model=n.gpu_model)
             if n.gpus[0].memory_mib:
                 entry["gpu_memory"] = f"{n.gpus[0].memory_mib}Mi"
+            if n.gpu_sharing is not SharingMode.TIME_SLICING:
+                entry["gpu_sharing"] = n.gpu_sharing.value
+            if n.gpu_reserved_mib:
+                entry["gpu_reserved_memory"] = f"{n.gpu_reserved_mib}Mi"
+            if n.topology is not None:
+                entry["topology"] = _dump_topology(n.topology)
         if n.labels:
             entry["labels"] = dict(n.labels)
         if n.taints:
@@ -491,6 +763,22 @@ def dump_cluster(nodes: Sequence[Node], path: str | Path) -> None:
             ]
         out.append(entry)
     Path(path).write_text(yaml.safe_dump({"nodes": out}, sort_keys=False), encoding="utf-8")
+
+
+def _dump_topology(topo: NodeTopology) -> dict[str, Any]:
+    """A topology as the ``topology`` entry (NVLink links as pairs: the same matrix)."""
+    g = topo.gpu_count
+    return {
+        "numa_cpu": [f"{c}m" for c in topo.numa_cpu_milli],
+        "gpu_numa": [d.numa_node for d in topo.devices],
+        "pcie_root": [d.pcie_root for d in topo.devices],
+        "nvlink": [
+            [i, j]
+            for i in range(g)
+            for j in range(i + 1, g)
+            if topo.links[i][j] == LinkClass.NVLINK
+        ],
+    }
 
 
 def _amounts(res: Resources) -> dict[str, Any]:

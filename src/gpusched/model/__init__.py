@@ -10,11 +10,12 @@ from gpusched.model.constraints import (
     Toleration,
 )
 from gpusched.model.ids import GpuModel, JobId, NodeName, QueueName, TaskId
-from gpusched.model.node import Gpu, Node
+from gpusched.model.network import NetworkLevel, NetworkTopology, TopologyRequest
+from gpusched.model.node import Gpu, Node, SharingMode
 from gpusched.model.queue import QueueSpec, QueueTree
 from gpusched.model.resources import CPU, GPU, MEMORY, MILLI_PER_GPU, Resources, gpu_model_resource
 from gpusched.model.scheduling import PriorityClass, SchedulingConfig
-from gpusched.model.task import Job, JobKind, Task, TaskShape
+from gpusched.model.task import REFERENCE_GPU_MEMORY_MIB, Job, JobKind, Task, TaskShape
 
 __all__ = [
     "CPU",
@@ -22,6 +23,7 @@ __all__ = [
     "MEMORY",
     "MILLI_PER_GPU",
     "NO_CONSTRAINTS",
+    "REFERENCE_GPU_MEMORY_MIB",
     "Constraints",
     "Effect",
     "Expression",
@@ -30,6 +32,8 @@ __all__ = [
     "Job",
     "JobId",
     "JobKind",
+    "NetworkLevel",
+    "NetworkTopology",
     "Node",
     "NodeName",
     "Operator",
@@ -39,10 +43,12 @@ __all__ = [
     "QueueTree",
     "Resources",
     "SchedulingConfig",
+    "SharingMode",
     "Taint",
     "Task",
     "TaskId",
     "TaskShape",
     "Toleration",
+    "TopologyRequest",
     "gpu_model_resource",
 ]

@@ -8,13 +8,39 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from gpusched.errors import ConfigError
 from gpusched.model.constraints import Taint
 from gpusched.model.ids import GpuModel, NodeName
 from gpusched.model.topology import NodeTopology, check_topology
 
-__all__ = ["Gpu", "Node"]
+__all__ = ["Gpu", "Node", "SharingMode"]
+
+
+class SharingMode(StrEnum):
+    """How the GPUs of a node may be shared by fractional requests.
+
+    * ``exclusive``: one task per GPU; fractional requests do not fit (a device plugin without
+      sharing, or MIG-only nodes);
+    * ``time-slicing``: tasks take turns on the whole GPU; nothing isolates memory, so the
+      scheduler's memory accounting is all that stops an out-of-memory: shares are counted
+      against the GPU's usable memory and never overcommitted;
+    * ``mps``: tasks run concurrently, each capped at its share of compute and memory (MPS
+      active-thread percentage and pinned memory limit); at most :data:`MPS_MAX_CLIENTS` per
+      GPU, so a share below ``1000 / 48`` milli is held as ``ceil(1000 / 48)`` = 21 milli.
+
+    Both sharing modes admit requests by share and by memory; whole-GPU requests are the same
+    everywhere.
+    """
+
+    EXCLUSIVE = "exclusive"
+    TIME_SLICING = "time-slicing"
+    MPS = "mps"
+
+
+#: Clients one MPS server accepts per GPU (Volta and later).
+MPS_MAX_CLIENTS = 48
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +73,9 @@ class Node:
             ``None`` when unknown (placement then ignores it). When given, it is checked
             against ``gpus`` and ``cpu_milli`` and a mismatch raises
             :class:`~gpusched.errors.ConfigError` naming the node and field.
+        gpu_sharing: how fractional requests may share the node's GPUs (:class:`SharingMode`).
+        gpu_reserved_mib: memory of each GPU the driver and CUDA context keep, not available
+            to tasks (requests by memory are converted against memory minus this).
     """
 
     name: NodeName
@@ -56,10 +85,28 @@ class Node:
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     topology: NodeTopology | None = None
+    gpu_sharing: SharingMode = SharingMode.TIME_SLICING
+    gpu_reserved_mib: int = 0
 
     def __post_init__(self) -> None:
         if self.topology is not None:
             self._check_topology(self.topology)
+        if self.gpu_reserved_mib < 0 or (
+            self.gpus
+            and self.gpus[0].memory_mib
+            and self.gpu_reserved_mib >= self.gpus[0].memory_mib
+        ):
+            memory = self.gpus[0].memory_mib if self.gpus else 0
+            raise ConfigError(
+                f"node {self.name!r}: field 'gpu_reserved_memory': got {self.gpu_reserved_mib} "
+                f"MiB; expected 0 <= reserve < the GPU's {memory} MiB"
+            )
+
+    @property
+    def gpu_usable_mib(self) -> int:
+        """Memory of each GPU available to tasks (0 when the GPU memory is unknown)."""
+        memory = self.gpus[0].memory_mib if self.gpus else 0
+        return max(memory - self.gpu_reserved_mib, 0) if memory else 0
 
     def _check_topology(self, topo: NodeTopology) -> None:
         where = f"node {self.name!r}"
@@ -108,10 +155,21 @@ class Node:
         gpu_memory_mib: int = 0,
         labels: Mapping[str, str] | None = None,
         taints: tuple[Taint, ...] = (),
+        gpu_sharing: SharingMode = SharingMode.TIME_SLICING,
+        gpu_reserved_mib: int = 0,
     ) -> Node:
         """Build a homogeneous node: ``gpu_count`` GPUs of one model."""
         gpus = tuple(Gpu(i, GpuModel(gpu_model), gpu_memory_mib) for i in range(gpu_count))
-        return cls(NodeName(name), cpu_milli, memory_mib, gpus, dict(labels or {}), taints)
+        return cls(
+            NodeName(name),
+            cpu_milli,
+            memory_mib,
+            gpus,
+            dict(labels or {}),
+            taints,
+            gpu_sharing=gpu_sharing,
+            gpu_reserved_mib=gpu_reserved_mib,
+        )
 
     @classmethod
     def from_topology(
@@ -123,9 +181,21 @@ class Node:
         cpu_milli: int | None = None,
         labels: Mapping[str, str] | None = None,
         taints: tuple[Taint, ...] = (),
+        gpu_sharing: SharingMode = SharingMode.TIME_SLICING,
+        gpu_reserved_mib: int = 0,
     ) -> Node:
         """A node whose GPUs are the topology's devices; ``cpu_milli`` defaults to all the
         CPUs of its NUMA nodes (pass less to keep some for the system)."""
         gpus = tuple(Gpu(i, d.model, d.memory_mib) for i, d in enumerate(topology.devices))
         cpus = sum(topology.numa_cpu_milli) if cpu_milli is None else cpu_milli
-        return cls(NodeName(name), cpus, memory_mib, gpus, dict(labels or {}), taints, topology)
+        return cls(
+            NodeName(name),
+            cpus,
+            memory_mib,
+            gpus,
+            dict(labels or {}),
+            taints,
+            topology,
+            gpu_sharing,
+            gpu_reserved_mib,
+        )

@@ -13,11 +13,30 @@ from enum import StrEnum
 
 from gpusched.model.constraints import NO_CONSTRAINTS, Constraints
 from gpusched.model.ids import GpuModel, JobId, QueueName, TaskId
+from gpusched.model.network import TopologyRequest
 from gpusched.model.resources import MILLI_PER_GPU
 
-__all__ = ["DEFAULT_QUEUE", "Job", "JobKind", "Task", "TaskShape"]
+__all__ = [
+    "DEFAULT_QUEUE",
+    "REFERENCE_GPU_MEMORY_MIB",
+    "Job",
+    "JobKind",
+    "Task",
+    "TaskShape",
+    "nominal_share",
+]
 
 DEFAULT_QUEUE = QueueName("default")
+
+#: GPU memory a share by memory is expressed against for quota and fair share (an 80 GB GPU:
+#: H100 / A100 80 GB): a 10 GiB request is charged 125 milli-GPU wherever it runs.
+REFERENCE_GPU_MEMORY_MIB = 80 * 1024
+
+
+def nominal_share(gpu_memory_mib: int) -> int:
+    """``min(1000, ceil(1000 * gpu_memory_mib / REFERENCE_GPU_MEMORY_MIB))``, at least 1."""
+    share = -(-MILLI_PER_GPU * gpu_memory_mib // REFERENCE_GPU_MEMORY_MIB)
+    return max(1, min(MILLI_PER_GPU, share))
 
 
 class JobKind(StrEnum):
@@ -40,6 +59,12 @@ class TaskShape:
         gpu_milli: share of *each* GPU in thousandths; below 1000 only when ``num_gpu == 1``.
         gpu_models: GPU models the task accepts; empty means any model.
         constraints: node selector, tolerations and affinity (see :mod:`.constraints`).
+        gpu_memory_mib: GPU memory the task needs on each GPU (0: not said). With a
+            fractional ``gpu_milli`` the request is *by memory*: on node ``n`` the task holds
+            ``ceil(1000 * gpu_memory_mib / usable_n)`` milli, ``usable_n`` being the GPU's
+            memory minus the driver's reserve (``gpu_milli`` is then the nominal share on
+            :data:`REFERENCE_GPU_MEMORY_MIB`, what quota and fair share charge). With whole
+            GPUs it is a minimum: only GPUs with that much usable memory qualify.
     """
 
     cpu_milli: int
@@ -48,6 +73,12 @@ class TaskShape:
     gpu_milli: int = 0
     gpu_models: frozenset[GpuModel] = frozenset()
     constraints: Constraints = NO_CONSTRAINTS
+    gpu_memory_mib: int = 0
+
+    @property
+    def by_memory(self) -> bool:
+        """True for a fractional request sized by GPU memory (converted per node)."""
+        return self.gpu_memory_mib > 0 and self.is_sharing
 
     @property
     def is_sharing(self) -> bool:
@@ -87,6 +118,8 @@ class Job:
         preemptible: whether the job may be evicted to make room for others.
         runtime_estimate: the user's estimate of the run time in seconds, if given.
         user: who submitted the job (runtime estimates are learned per user and kind).
+        topology: the network domain the gang wants to sit in (see
+            :mod:`gpusched.model.network`); ``None``: anywhere.
 
     Tasks beyond ``min_available`` are *elastic*: placed when they fit, and the first to be
     evicted under pressure.
@@ -105,6 +138,7 @@ class Job:
     preemptible: bool = True
     runtime_estimate: float | None = None
     user: str = ""
+    topology: TopologyRequest | None = None
 
     gpu_milli: int = field(init=False, default=0, compare=False)
     """Total GPU request of the job's gang (``min_available`` tasks) in milli-GPU."""

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from itertools import combinations
 
@@ -106,13 +106,14 @@ class NodeTopology:
         devices: the GPUs in index order.
         numa_cpu_milli: CPUs of each NUMA node in millicores (index = NUMA node).
         links: symmetric ``G x G`` matrix of :class:`LinkClass` values, ``SELF`` on the diagonal.
-        name: what the topology is (``"hgx-h100-8"``), for reports; optional.
+        name: what the topology is (``"hgx-h100-8"``), for reports; optional, and not part of
+            equality (two nodes wired alike have equal topologies).
     """
 
     devices: tuple[GpuDevice, ...]
     numa_cpu_milli: tuple[int, ...]
     links: tuple[tuple[int, ...], ...]
-    name: str = ""
+    name: str = field(default="", compare=False)
 
     @classmethod
     def build(

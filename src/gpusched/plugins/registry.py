@@ -25,6 +25,7 @@ from gpusched.plugins.pickers import BestFitGpu, FirstFitGpu, RandomGpu
 from gpusched.plugins.queue_sort import FairShare, Fifo, PriorityOrder
 from gpusched.plugins.random_choice import RandomScore
 from gpusched.plugins.topology_aware import TopologyAwareGpu
+from gpusched.plugins.topology_score import TopologyScore
 from gpusched.plugins.victims import CheapestVictims
 
 __all__ = ["PLUGINS", "PluginFactory", "create_plugin"]
@@ -58,6 +59,7 @@ PLUGINS: dict[str, PluginFactory] = {
     "fgd-ss": FgdSs.from_args,
     "least-allocated": _no_args(LeastAllocatedScore),
     "balanced-allocation": _no_args(BalancedAllocationScore),
+    "gpu-topology": _no_args(TopologyScore),
     # GPU pickers
     "best-fit-gpu": _no_args(BestFitGpu),
     "first-fit-gpu": _no_args(FirstFitGpu),

@@ -13,7 +13,12 @@ fgd            fragmentation gradient descent (the FGD paper)
 fgd-ss         FGD on CPU-aware fragmentation, sum-of-squares pairing of shared GPUs
 fifo-gang      strict FIFO, gangs all or nothing (the batch baseline)
 gpusched       backfill + reclaim + preemption + fair share, FGD placement
+gpusched-topo  gpusched with GPU topology: connectivity score, topology-aware GPU picker
 =============  ==================================================================
+
+``gpusched-topo`` is a separate name so that ``gpusched`` keeps its openb figures exactly:
+on nodes without a topology the ``gpu-topology`` score is a constant and the picker is
+best fit, but FGD's own GPU choice for sharing tasks is not used.
 """
 
 from __future__ import annotations
@@ -91,6 +96,29 @@ POLICIES: dict[str, ProfileSpec] = {
         ],
         scores=[PluginSpec(name="fgd"), PluginSpec(name="node-preference", weight=0.2)],
         gpu_picker=PluginSpec(name="fgd"),
+    ),
+    "gpusched-topo": ProfileSpec(
+        name="gpusched-topo",
+        description=(
+            "gpusched with GPU topology: FGD plus the gpu-topology connectivity score, the "
+            "topology-aware GPU picker (best-connected set, least damage), network domains "
+            "for gangs that ask"
+        ),
+        actions=["backfill", "reclaim", "preempt"],
+        queue_sort="fair-share",
+        filters=[
+            PluginSpec(name="node-resources-fit"),
+            PluginSpec(name="gpu-model"),
+            PluginSpec(name="node-constraints"),
+        ],
+        scores=[
+            PluginSpec(name="fgd"),
+            # Weight 8: one step of set quality (12.5 points) outweighs any FGD difference
+            # (0..100); fewer GPUs left (1.4 points each) competes with FGD on packing.
+            PluginSpec(name="gpu-topology", weight=8.0),
+            PluginSpec(name="node-preference", weight=0.2),
+        ],
+        gpu_picker=PluginSpec(name="topology-aware-gpu"),
     ),
 }
 

@@ -14,6 +14,18 @@ Loop::
         with ``drop_unplaced`` (the openb protocol) every job gets exactly one try
         observers see the state after the cycle
 
+Placement quality the driver measures as it applies binds (``RunMetrics`` reports them):
+
+* before each bind of a task with 2 or more GPUs on a node with a GPU topology: whether its GPUs
+  were a best-connected set among the GPUs free for its share just then
+  (:func:`~gpusched.plugins.topology_aware.is_best_connected_set`);
+* when a job with 2 or more tasks starts, per network level: whether all its nodes share one
+  domain, and whether it could have (some domain of the empty cluster has room for it,
+  :func:`~gpusched.framework.domains.task_fit`);
+* per GPU, the memory its tasks use (a request by memory uses that much; a share ``m`` uses
+  ``m / 1000`` of the GPU's usable memory): a bind that takes a GPU above its usable memory is
+  a GPU memory overcommit event.
+
 The cycle seed is derived from the run seed and the cycle number, so a run is a pure function of
 (cluster, jobs, profile, seed): the same inputs give the same event log, byte for byte.
 
@@ -30,6 +42,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from gpusched.errors import InvariantError
 from gpusched.framework import (
     ClusterState,
@@ -40,8 +54,22 @@ from gpusched.framework import (
     Snapshot,
     Status,
 )
+from gpusched.framework.domains import task_fit
 from gpusched.framework.quota import job_request
-from gpusched.model import CPU, GPU, MEMORY, Job, JobId, Node, QueueName, QueueTree, Task, TaskId
+from gpusched.model import (
+    CPU,
+    GPU,
+    MEMORY,
+    Job,
+    JobId,
+    NetworkTopology,
+    Node,
+    QueueName,
+    QueueTree,
+    Task,
+    TaskId,
+)
+from gpusched.plugins.topology_aware import is_best_connected_set
 from gpusched.scheduler import schedule
 from gpusched.sim.events import EventHeap, EventKind
 
@@ -101,6 +129,7 @@ class Simulation:
     options: SimOptions = field(default_factory=SimOptions)
     observers: list[Callable[[Simulation], None]] = field(default_factory=list)
     queues: QueueTree | None = None
+    network: NetworkTopology | None = None
 
     state: ClusterState = field(init=False)
     now: float = field(init=False, default=0.0)
@@ -124,9 +153,25 @@ class Simulation:
     _history_time: float = field(init=False, default=0.0)
     _evicted_counts: dict[JobId, int] = field(init=False, default_factory=dict)
     _runtime_means: dict[tuple[str, str], float] = field(init=False, default_factory=dict)
+    multi_gpu_binds: int = field(init=False, default=0)
+    multi_gpu_best_connected: int = field(init=False, default=0)
+    gpu_memory_overcommit_events: int = field(init=False, default=0)
+    gangs_in_one_domain: dict[str, list[int]] = field(init=False, default_factory=dict)
+    _gpu_mem_used: dict[tuple[int, int], float] = field(init=False, default_factory=dict)
+    _task_mem: dict[TaskId, tuple[int, tuple[int, ...], float]] = field(
+        init=False, default_factory=dict
+    )
+    _domain_fits: dict[tuple[object, ...], bool] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.state = ClusterState.from_nodes(self.nodes)
+        self.state = ClusterState.from_nodes(self.nodes, network=self.network)
+        for job in self.jobs:
+            if job.topology is not None:
+                self.state.network.level(
+                    job.topology.level, where=f"job {job.id!r}: field 'topology'"
+                )
+        for level in self.state.network.names:
+            self.gangs_in_one_domain[level] = [0, 0, 0]
         for i, job in enumerate(self.jobs):
             if job.id in self.records:
                 raise InvariantError(f"duplicate job id {job.id!r}")
@@ -182,7 +227,72 @@ class Simulation:
     def _release(self, job: Job) -> None:
         for task in job.tasks:
             if task.id in self.state.allocations:
+                self._forget_memory(task.id)
                 self.state.release(task.id)
+
+    # -- placement quality (module docstring) ------------------------------------------------
+
+    def _check_connectivity(self, node: int, gpus: tuple[int, ...], milli: int) -> None:
+        topo = self.state.nodes[node].topology
+        if topo is None or len(gpus) < 2:
+            return
+        row = self.state.gpu_free[node]
+        free = sum(1 << g for g in range(topo.gpu_count) if row[g] >= milli)
+        self.multi_gpu_binds += 1
+        if is_best_connected_set(topo, free, gpus):
+            self.multi_gpu_best_connected += 1
+
+    def _use_memory(self, task: Task, node: int, gpus: tuple[int, ...]) -> None:
+        usable = int(self.state.gpu_usable_mib[node])
+        shape = task.shape
+        if usable <= 0 or not gpus:
+            return
+        used = (
+            float(shape.gpu_memory_mib) if shape.gpu_memory_mib else shape.gpu_milli * usable / 1000
+        )
+        over = False
+        for g in gpus:
+            total = self._gpu_mem_used.get((node, g), 0.0) + used
+            self._gpu_mem_used[(node, g)] = total
+            over = over or total > usable + 1e-6
+        self._task_mem[task.id] = (node, gpus, used)
+        if over:
+            self.gpu_memory_overcommit_events += 1
+            self._log("gpu-memory-overcommit", task.id, f"{self.state.names[node]}{list(gpus)}")
+
+    def _forget_memory(self, task: TaskId) -> None:
+        held = self._task_mem.pop(task, None)
+        if held is not None:
+            node, gpus, used = held
+            for g in gpus:
+                self._gpu_mem_used[(node, g)] -= used
+
+    def _count_domains(self, job: Job) -> None:
+        allocs = [a for t in job.tasks if (a := self.state.allocations.get(t.id)) is not None]
+        if len(allocs) < 2:
+            return
+        nodes = [a.node for a in allocs]
+        for i, level in enumerate(self.state.network.names):
+            ids = self.state.domains(i)[nodes]
+            counts = self.gangs_in_one_domain[level]
+            counts[0] += 1
+            if self._fits_one_domain(job, i, len(allocs)):
+                counts[1] += 1
+                if ids[0] >= 0 and bool((ids == ids[0]).all()):
+                    counts[2] += 1
+
+    def _fits_one_domain(self, job: Job, level: int, need: int) -> bool:
+        shape = job.tasks[0].shape
+        key = (shape, need, level)
+        known = self._domain_fits.get(key)
+        if known is None:
+            empty = self.state.empty()
+            fit = task_fit(empty, shape, empty.model_mask(shape.gpu_models))
+            ids = empty.domains(level)
+            have = ids >= 0
+            room = np.bincount(ids[have], weights=fit[have], minlength=1)
+            known = self._domain_fits[key] = bool(room.max() >= need)
+        return known
 
     def _complete(self, job_id: JobId) -> None:
         rec = self.records[job_id]
@@ -226,7 +336,11 @@ class Simulation:
         index = self.state.index
         touched: dict[JobId, None] = {}
         for bind in plan.binds:
-            self.state.allocate(self._tasks[bind.task], index[bind.node], bind.gpus, bind.gpu_milli)
+            node = index[bind.node]
+            task = self._tasks[bind.task]
+            self._check_connectivity(node, bind.gpus, bind.gpu_milli)
+            self.state.allocate(task, node, bind.gpus, bind.gpu_milli)
+            self._use_memory(task, node, bind.gpus)
             touched[bind.job] = None
             self._log("bind", bind.task, f"{bind.node}{list(bind.gpus)}")
         for job_id in touched:
@@ -253,6 +367,8 @@ class Simulation:
         if rec.first_start is None:
             rec.first_start = self.now
         rec.status = Status.success()
+        if rec.evictions == 0:
+            self._count_domains(job)
         self._pending.pop(job.id, None)
         self.running[job.id] = RunningJob(job, self.now, rec.evictions)
         self.placed_milli += job.gpu_milli
@@ -280,6 +396,8 @@ class Simulation:
     def _evict_members(self, job_id: JobId, tasks: tuple[TaskId, ...], for_job: JobId) -> None:
         """Elastic members leave; the job runs on with the rest (members are not re-added:
         the job continues smaller, as an elastic training job does)."""
+        for task in tasks:
+            self._forget_memory(task)
         self.state.release_many(tasks)
         self.elastic_members_evicted += len(tasks)
         self._log("evict-members", job_id, f"{','.join(tasks)} for {for_job}")

@@ -27,7 +27,15 @@ cluster only drains, which says nothing about the policy):
   usage / weight: ``(SUM x)^2 / (n * SUM x^2)`` (1 = perfectly weighted-fair);
 * ``quota_guarantee_violations``: jobs that waited more than ``grace_s`` while within their
   queue's guarantee and other queues borrowed at least their GPU request;
-* ``unplaced`` jobs by status code with the most common reason.
+* ``unplaced`` jobs by status code with the most common reason;
+* ``multi_gpu_tasks_on_best_connected_set_pct``: of the tasks with 2 or more GPUs bound on nodes
+  with a GPU topology, the share whose GPUs were a best-connected set among those free just
+  before the bind (``null`` when there were none; ``multi_gpu_tasks_with_topology`` counts them);
+* ``gangs_within_one_domain_pct``: per network level, of the jobs with 2 or more tasks that
+  could have fitted one domain of that level on the empty cluster, the share started inside one
+  (``gangs_fitting_one_domain``: how many such jobs; ``gangs_started``: all multi-task jobs);
+* ``gpu_memory_overcommit_events``: binds that took some GPU above its usable memory (see
+  :mod:`gpusched.sim.engine`; it must be 0).
 """
 
 from __future__ import annotations
@@ -214,6 +222,21 @@ def summarise(sim: Simulation, metrics: RunMetrics) -> dict[str, Any]:
         "elastic_members_evicted": sim.elastic_members_evicted,
         "jain_fairness": round(_jain(shares), 4),
         "quota_guarantee_violations": len(metrics.violations),
+        "multi_gpu_tasks_on_best_connected_set_pct": (
+            round(100.0 * sim.multi_gpu_best_connected / sim.multi_gpu_binds, 3)
+            if sim.multi_gpu_binds
+            else None
+        ),
+        "multi_gpu_tasks_with_topology": sim.multi_gpu_binds,
+        "gangs_within_one_domain_pct": {
+            level: round(100.0 * within / fits, 3) if fits else None
+            for level, (_, fits, within) in sim.gangs_in_one_domain.items()
+        },
+        "gangs_fitting_one_domain": {
+            level: fits for level, (_, fits, _) in sim.gangs_in_one_domain.items()
+        },
+        "gangs_started": max((c[0] for c in sim.gangs_in_one_domain.values()), default=0),
+        "gpu_memory_overcommit_events": sim.gpu_memory_overcommit_events,
         "makespan_s": round(last - (s.time[0] if s.time else 0.0), 3),
         "cycles": sim.cycle,
     }
