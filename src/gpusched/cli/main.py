@@ -26,6 +26,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from gpusched.cli.inputs import load_inputs, load_nodes, parse_seeds, resolve_profiles
+from gpusched.cli.live import run_command
 from gpusched.cli.progress import progress_bar
 from gpusched.errors import ConfigError, GpuschedError, InputError
 from gpusched.io.native import dump_workload
@@ -53,6 +54,7 @@ profile_app = typer.Typer(help="Scheduling profiles.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 app.add_typer(workload_app, name="workload")
 app.add_typer(profile_app, name="profile")
+app.command("run")(run_command)
 
 out = Console()
 

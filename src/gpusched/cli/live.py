@@ -1,0 +1,77 @@
+"""``gpusched run``: the live scheduler in a Kubernetes cluster (see docs/live.md)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Annotated
+
+import typer
+
+from gpusched.cli.inputs import resolve_profiles
+from gpusched.errors import ConfigError
+from gpusched.scheduler import BEST_POLICY, build_profile
+
+__all__ = ["run_command"]
+
+
+def run_command(
+    *,
+    kubeconfig: Annotated[
+        str | None,
+        typer.Option(help="kubeconfig file; default: the pod's service account (in-cluster)"),
+    ] = None,
+    policy: Annotated[
+        str | None, typer.Option(help=f"built-in policy (default {BEST_POLICY})")
+    ] = None,
+    profile: Annotated[
+        str | None, typer.Option(help="profile YAML file instead of --policy")
+    ] = None,
+    scheduler_name: Annotated[
+        str, typer.Option(help="serve pods whose spec.schedulerName is this")
+    ] = "gpusched",
+    leader_elect: Annotated[
+        bool, typer.Option(help="run only while holding the Lease (for several replicas)")
+    ] = True,
+    lease_namespace: Annotated[
+        str, typer.Option(help="namespace of the Lease")
+    ] = "gpusched-system",
+    lease_name: Annotated[str, typer.Option(help="name of the Lease")] = "gpusched",
+    identity: Annotated[
+        str | None, typer.Option(help="this replica's name in the Lease (default: POD_NAME)")
+    ] = None,
+    metrics_address: Annotated[
+        str, typer.Option(help="HOST:PORT serving /metrics; empty to disable")
+    ] = "0.0.0.0:10261",
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="log every cycle")] = False,
+) -> None:
+    """Schedule pods with schedulerName gpusched in a live cluster, until SIGTERM."""
+    # Imported here so other commands do not pay for httpx and prometheus_client at start-up.
+    from gpusched.live import LiveOptions, RunConfig, run
+    from gpusched.live.client import ApiError
+    from gpusched.live.run import default_identity
+
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if not verbose:
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
+    specs = resolve_profiles(policy or (None if profile else BEST_POLICY), profile)
+    if len(specs) != 1:
+        raise ConfigError("--policy: the live scheduler runs exactly one policy")
+    config = RunConfig(
+        kubeconfig=kubeconfig,
+        options=LiveOptions(scheduler_name=scheduler_name),
+        leader_elect=leader_elect,
+        lease_namespace=lease_namespace,
+        lease_name=lease_name,
+        identity=identity or default_identity(),
+        metrics_address=metrics_address,
+    )
+    try:
+        code = run(config, build_profile(specs[0]))
+    except ApiError as exc:
+        print(f"error: the apiserver refused or could not be reached: {exc}", file=sys.stderr)
+        code = 1
+    raise typer.Exit(code)

@@ -1,0 +1,16 @@
+"""The live Kubernetes backend: gpusched as a secondary scheduler in a real cluster.
+
+Pods with ``schedulerName: gpusched`` are placed by the same ``schedule()`` the simulator runs.
+This package is a driver, beside :mod:`gpusched.sim`: it may import the core and
+:mod:`gpusched.io`, and nothing in the core imports it (import-linter checks both).
+
+Modules: :mod:`.client` (thin JSON client, raw Binding POST), :mod:`.cache` (list+watch),
+:mod:`.translate` (objects into slim values), :mod:`.snapshot` (a cycle's Snapshot),
+:mod:`.scheduler` (the cycle and applying its plan), :mod:`.leader` (Lease election),
+:mod:`.metrics` (Prometheus), :mod:`.run` (the process). User guide: ``docs/live.md``.
+"""
+
+from gpusched.live.run import RunConfig, run
+from gpusched.live.scheduler import LiveOptions, LiveScheduler
+
+__all__ = ["LiveOptions", "LiveScheduler", "RunConfig", "run"]

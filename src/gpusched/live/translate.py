@@ -1,0 +1,391 @@
+"""Kubernetes objects (decoded JSON) into slim values the live scheduler keeps in its caches.
+
+Only the fields scheduling needs are kept, once, when a watch event arrives:
+
+* a **Node** becomes :class:`gpusched.model.Node`: allocatable ``cpu``/``memory``, GPUs from
+  allocatable ``nvidia.com/gpu``, their model from the GPU Feature Discovery label
+  ``nvidia.com/gpu.product`` and memory from ``nvidia.com/gpu.memory`` (MiB), labels, taints.
+  A cordoned node gets the taint ``node.kubernetes.io/unschedulable:NoSchedule`` and a node
+  that is not Ready ``node.kubernetes.io/not-ready:NoSchedule`` (what the node lifecycle
+  controller would add), so only pods tolerating them land there.
+* a **Pod** becomes :class:`PodInfo`: its summed requests (``max`` with each init container),
+  GPU count from ``nvidia.com/gpu``, node selector, tolerations and required node affinity,
+  the gang it belongs to (label ``scheduling.x-k8s.io/pod-group``), its priority and, once
+  bound, the GPU indices gpusched chose (annotation ``gpusched.dev/gpus``).
+* a scheduler-plugins **PodGroup** (``scheduling.x-k8s.io/v1alpha1``) becomes
+  :class:`PodGroupInfo` (``minMember``).
+
+Annotations users write (docs/live.md):
+
+``gpusched.dev/gpu-milli: "500"``
+    a fractional GPU: this share (1..999 thousandths) of one GPU; the pod requests no
+    ``nvidia.com/gpu`` (the device plugin only hands out whole GPUs).
+
+Annotations gpusched writes when it binds (through the Binding, in the same write):
+
+``gpusched.dev/gpus: "0,3"``
+    the indices of the GPUs the pod was placed on, as the device plugin numbers them;
+``gpusched.dev/gpu-milli``
+    (for a fractional pod) the share held on that GPU.
+
+A malformed annotation or request never raises: the pod carries ``problem``, a message saying
+what is wrong and how to fix it, and stays pending with that reason.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from gpusched.model import (
+    Constraints,
+    Effect,
+    Expression,
+    Node,
+    Operator,
+    Taint,
+    Toleration,
+)
+from gpusched.model.resources import MILLI_PER_GPU
+
+__all__ = [
+    "GPUS_ANNOTATION",
+    "GPU_MILLI_ANNOTATION",
+    "GPU_RESOURCE",
+    "POD_GROUP_LABEL",
+    "PodGroupInfo",
+    "PodInfo",
+    "node_from_k8s",
+    "parse_quantity",
+    "pod_from_k8s",
+    "podgroup_from_k8s",
+]
+
+GPU_RESOURCE = "nvidia.com/gpu"
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+GPUS_ANNOTATION = "gpusched.dev/gpus"
+GPU_MILLI_ANNOTATION = "gpusched.dev/gpu-milli"
+UNKNOWN_MODEL = "unknown"
+
+_QUANTITY = re.compile(
+    r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$"
+)
+_SUFFIX = {
+    None: Decimal(1),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal(10**3),
+    "M": Decimal(10**6),
+    "G": Decimal(10**9),
+    "T": Decimal(10**12),
+    "P": Decimal(10**15),
+    "E": Decimal(10**18),
+    "Ki": Decimal(2**10),
+    "Mi": Decimal(2**20),
+    "Gi": Decimal(2**30),
+    "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50),
+    "Ei": Decimal(2**60),
+}
+_MIB = Decimal(2**20)
+
+
+def parse_quantity(text: object) -> Decimal:
+    """A Kubernetes quantity (``"500m"``, ``"80Gi"``, ``"1k"``, ``"1e3"``) as a number;
+    ``ValueError`` naming the accepted forms."""
+    match = _QUANTITY.match(str(text).strip())
+    if match is None:
+        raise ValueError(f"{text!r} is not a Kubernetes quantity (e.g. 2, 500m, 80Gi)")
+    try:
+        return Decimal(match.group(1)) * _SUFFIX[match.group(2)]
+    except InvalidOperation:
+        raise ValueError(f"{text!r} is not a Kubernetes quantity (e.g. 2, 500m, 80Gi)") from None
+
+
+def _milli(text: object) -> int:
+    return int((parse_quantity(text) * 1000).to_integral_value(rounding="ROUND_CEILING"))
+
+
+def _mib(text: object) -> int:
+    return int((parse_quantity(text) / _MIB).to_integral_value(rounding="ROUND_CEILING"))
+
+
+def _count(text: object) -> int:
+    return int(parse_quantity(text).to_integral_value(rounding="ROUND_FLOOR"))
+
+
+def _timestamp(text: object) -> float:
+    if not text:
+        return 0.0
+    return dt.datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+
+
+# -- nodes -----------------------------------------------------------------------------------
+
+
+def _taints(spec: Mapping[str, Any]) -> list[Taint]:
+    taints = []
+    for raw in spec.get("taints") or []:
+        try:
+            effect = Effect(raw.get("effect", "NoSchedule"))
+        except ValueError:
+            continue
+        taints.append(Taint(str(raw.get("key", "")), str(raw.get("value", "")), effect))
+    return taints
+
+
+def _ready(status: Mapping[str, Any]) -> bool:
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False
+
+
+def node_from_k8s(obj: Mapping[str, Any]) -> Node:
+    """The scheduling view of a Node object (see the module docstring)."""
+    meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    labels: dict[str, str] = dict(meta.get("labels") or {})
+    alloc = status.get("allocatable") or status.get("capacity") or {}
+    taints = _taints(spec)
+    if spec.get("unschedulable"):
+        taints.append(Taint("node.kubernetes.io/unschedulable"))
+    if not _ready(status):
+        taints.append(Taint("node.kubernetes.io/not-ready"))
+    try:
+        cpu = _milli(alloc.get("cpu", 0))
+        memory = _mib(alloc.get("memory", 0))
+        gpus = _count(alloc.get(GPU_RESOURCE, 0))
+    except ValueError:
+        cpu = memory = gpus = 0
+    try:
+        gpu_memory = int(labels.get(GPU_MEMORY_LABEL, "0"))
+    except ValueError:
+        gpu_memory = 0
+    return Node.with_gpus(
+        meta["name"],
+        cpu_milli=cpu,
+        memory_mib=memory,
+        gpu_count=gpus,
+        gpu_model=labels.get(PRODUCT_LABEL, UNKNOWN_MODEL) if gpus else "",
+        gpu_memory_mib=gpu_memory,
+        labels=labels,
+        taints=tuple(taints),
+    )
+
+
+# -- pods ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    """What the live scheduler keeps of a pod.
+
+    Attributes:
+        key: ``namespace/name``.
+        group: the pod-group name (label ``scheduling.x-k8s.io/pod-group``), ``""`` for none.
+        node: the node it is bound to, ``""`` while pending.
+        gpus: GPU indices gpusched recorded at bind time (``None`` when not recorded).
+        problem: why the pod cannot be scheduled as written (bad annotation), else ``""``.
+        scheduled_reason: the ``reason`` of its current ``PodScheduled`` condition.
+        scheduled_message: the ``message`` of its current ``PodScheduled`` condition.
+    """
+
+    namespace: str
+    name: str
+    uid: str
+    scheduler: str
+    node: str
+    phase: str
+    deleting: bool
+    created: float
+    priority: int
+    group: str
+    cpu_milli: int
+    memory_mib: int
+    num_gpu: int
+    gpu_milli: int
+    constraints: Constraints
+    gpus: tuple[int, ...] | None
+    problem: str
+    scheduled_reason: str
+    scheduled_message: str
+    resource_version: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def group_key(self) -> str:
+        return f"{self.namespace}/{self.group}" if self.group else ""
+
+
+def _requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
+    total: dict[str, Decimal] = {}
+    for c in spec.get("containers") or []:
+        resources = c.get("resources") or {}
+        merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        for name, value in merged.items():
+            total[name] = total.get(name, Decimal(0)) + parse_quantity(value)
+    for c in spec.get("initContainers") or []:
+        resources = c.get("resources") or {}
+        merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        for name, value in merged.items():
+            total[name] = max(total.get(name, Decimal(0)), parse_quantity(value))
+    for name, value in (spec.get("overhead") or {}).items():
+        total[name] = total.get(name, Decimal(0)) + parse_quantity(value)
+    return total
+
+
+def _expression(raw: Mapping[str, Any]) -> Expression:
+    return Expression(
+        str(raw["key"]), Operator(raw["operator"]), tuple(str(v) for v in raw.get("values") or ())
+    )
+
+
+def _constraints(spec: Mapping[str, Any]) -> Constraints:
+    tolerations = []
+    for raw in spec.get("tolerations") or []:
+        effect = raw.get("effect") or None
+        tolerations.append(
+            Toleration(
+                key=str(raw.get("key", "")),
+                operator=Operator(raw.get("operator") or "Equal"),
+                value=str(raw.get("value", "")),
+                effect=Effect(effect) if effect else None,
+            )
+        )
+    required: list[tuple[Expression, ...]] = []
+    preferred: list[tuple[int, tuple[Expression, ...]]] = []
+    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    hard = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    for term in hard.get("nodeSelectorTerms") or []:
+        required.append(tuple(_expression(e) for e in term.get("matchExpressions") or []))
+    for soft in node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []:
+        term = soft.get("preference") or {}
+        preferred.append(
+            (
+                int(soft.get("weight", 1)),
+                tuple(_expression(e) for e in term.get("matchExpressions") or []),
+            )
+        )
+    selector = tuple(sorted((str(k), str(v)) for k, v in (spec.get("nodeSelector") or {}).items()))
+    return Constraints(
+        node_selector=selector,
+        tolerations=tuple(tolerations),
+        required=tuple(required),
+        preferred=tuple(preferred),
+    )
+
+
+def _share(text: str) -> int | None:
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    return value if 0 < value < MILLI_PER_GPU else None
+
+
+def _gpu_indices(text: str | None) -> tuple[int, ...] | None:
+    if not text:
+        return None
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        return None
+
+
+def pod_from_k8s(obj: Mapping[str, Any]) -> PodInfo:
+    """The scheduling view of a Pod object (see the module docstring)."""
+    meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    annotations: Mapping[str, str] = meta.get("annotations") or {}
+    labels: Mapping[str, str] = meta.get("labels") or {}
+    problems: list[str] = []
+    try:
+        requests = _requests(spec)
+    except ValueError as exc:
+        problems.append(f"resources: {exc}")
+        requests = {}
+    try:
+        constraints = _constraints(spec)
+    except (ValueError, KeyError) as exc:
+        problems.append(f"tolerations or node affinity: {exc}")
+        constraints = Constraints()
+    num_gpu = int(requests.get(GPU_RESOURCE, Decimal(0)))
+    gpu_milli = MILLI_PER_GPU if num_gpu else 0
+    share = annotations.get(GPU_MILLI_ANNOTATION)
+    if share is not None:
+        value = _share(share)
+        if value is None:
+            problems.append(
+                f"annotation {GPU_MILLI_ANNOTATION}: got {share!r}; expected an integer "
+                "share of one GPU from 1 to 999 (for whole GPUs request nvidia.com/gpu instead)"
+            )
+        elif num_gpu:
+            problems.append(
+                f"annotation {GPU_MILLI_ANNOTATION}={share!r} with nvidia.com/gpu={num_gpu}: "
+                "a fractional pod must not also request nvidia.com/gpu; remove one of them"
+            )
+        else:
+            num_gpu, gpu_milli = 1, value
+    scheduled: Mapping[str, Any] = next(
+        (c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {}
+    )
+    return PodInfo(
+        namespace=meta.get("namespace", ""),
+        name=meta["name"],
+        uid=meta.get("uid", ""),
+        scheduler=spec.get("schedulerName", "default-scheduler"),
+        node=spec.get("nodeName") or "",
+        phase=status.get("phase", "Pending"),
+        deleting=bool(meta.get("deletionTimestamp")),
+        created=_timestamp(meta.get("creationTimestamp")),
+        priority=int(spec.get("priority") or 0),
+        group=labels.get(POD_GROUP_LABEL, ""),
+        cpu_milli=_milli(requests.get("cpu", 0)),
+        memory_mib=_mib(requests.get("memory", 0)),
+        num_gpu=num_gpu,
+        gpu_milli=gpu_milli,
+        constraints=constraints,
+        gpus=_gpu_indices(annotations.get(GPUS_ANNOTATION)),
+        problem="; ".join(problems),
+        scheduled_reason=str(scheduled.get("reason", "")),
+        scheduled_message=str(scheduled.get("message", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
+    )
+
+
+# -- pod groups ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupInfo:
+    """A scheduler-plugins PodGroup: the gang's minimum size."""
+
+    namespace: str
+    name: str
+    min_member: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def podgroup_from_k8s(obj: Mapping[str, Any]) -> PodGroupInfo:
+    meta, spec = obj["metadata"], obj.get("spec") or {}
+    try:
+        min_member = int(spec.get("minMember") or 0)
+    except (TypeError, ValueError):
+        min_member = 0
+    return PodGroupInfo(meta.get("namespace", ""), meta["name"], min_member)

@@ -1,0 +1,322 @@
+"""``gpusched run`` against the real control plane, installed from ``deploy/`` as a user would.
+
+The manifests are applied with ``kubectl apply --server-side``; the scheduler then runs as a
+local process (kwok nodes run no containers) with the token of the ServiceAccount the manifests
+create, so every request it makes passes the least-privilege ClusterRole for real.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from e2e.conftest import NodeFactory
+from e2e.controlplane import REPO, ControlPlane, free_port, wait_until
+from e2e.kube import (
+    POD_GROUP_LABEL,
+    JsonObj,
+    check,
+    condition,
+    pod_manifest,
+    pods_path,
+    wait_for,
+)
+
+SYSTEM_NS = "gpusched-system"
+
+
+@pytest.fixture(scope="session")
+def deployed(control_plane: ControlPlane) -> Path:
+    """Install deploy/ server-side; return a kubeconfig holding the gpusched SA's token."""
+    control_plane.kubectl("apply", "--server-side", "-f", str(REPO / "deploy" / "crds"))
+    control_plane.kubectl(
+        "wait", "--for=condition=Established", "crd/podgroups.scheduling.x-k8s.io", "--timeout=60s"
+    )
+    control_plane.kubectl("apply", "--server-side", "-f", str(REPO / "deploy" / "gpusched.yaml"))
+    with control_plane.client() as admin:
+        token = check(
+            admin.post(
+                f"/api/v1/namespaces/{SYSTEM_NS}/serviceaccounts/gpusched/token",
+                json={
+                    "apiVersion": "authentication.k8s.io/v1",
+                    "kind": "TokenRequest",
+                    "spec": {"expirationSeconds": 86400},
+                },
+            )
+        )["status"]["token"]
+    return control_plane.write_kubeconfig("gpusched-sa", token=token)
+
+
+class Gpusched:
+    """A ``gpusched run`` process and its log."""
+
+    def __init__(self, kubeconfig: Path, log: Path, identity: str) -> None:
+        self.metrics_port = free_port()
+        self.log = log
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "from gpusched.cli.main import main; main()",
+                "run",
+                "--kubeconfig",
+                str(kubeconfig),
+                "--identity",
+                identity,
+                "--metrics-address",
+                f"127.0.0.1:{self.metrics_port}",
+            ],
+            stdout=log.open("ab"),
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+
+    def metrics(self) -> str:
+        return httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).text
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+
+@pytest.fixture
+def start_gpusched(
+    deployed: Path, control_plane: ControlPlane, request: pytest.FixtureRequest
+) -> Iterator[Callable[[str], Gpusched]]:
+    started: list[Gpusched] = []
+
+    def start(identity: str = "replica-a") -> Gpusched:
+        log = control_plane.workdir / f"gpusched-{request.node.name}-{identity}.log"
+        scheduler = Gpusched(deployed, log, identity)
+        started.append(scheduler)
+        control_plane.extra_logs.append(log)
+        return scheduler
+
+    yield start
+    codes = [scheduler.stop() for scheduler in started if scheduler.process.poll() is None]
+    # Logs stay in failure reports of this test's teardown when the shutdown was not clean.
+    assert all(code == 0 for code in codes), (
+        f"gpusched exit codes {codes} after SIGTERM (expected 0, a graceful shutdown)"
+    )
+    for scheduler in started:
+        control_plane.extra_logs.remove(scheduler.log)
+
+
+def bound_node(pod: JsonObj) -> str:
+    return str(pod["spec"].get("nodeName") or "")
+
+
+def gpus_of(pod: JsonObj) -> list[int]:
+    text = pod["metadata"].get("annotations", {}).get("gpusched.dev/gpus", "")
+    return [int(g) for g in text.split(",")] if text else []
+
+
+def podgroup(namespace: str, name: str, min_member: int) -> JsonObj:
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"minMember": min_member},
+    }
+
+
+def create_podgroup(kube: httpx.Client, namespace: str, name: str, min_member: int) -> None:
+    check(
+        kube.post(
+            f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups",
+            json=podgroup(namespace, name, min_member),
+        )
+    )
+
+
+def list_pods(kube: httpx.Client, namespace: str) -> list[JsonObj]:
+    items: list[JsonObj] = check(kube.get(pods_path(namespace)))["items"]
+    return items
+
+
+def test_manifests_install_and_grant_least_privilege(
+    control_plane: ControlPlane, deployed: Path
+) -> None:
+    with control_plane.client() as admin:
+        deployment = check(admin.get(f"/apis/apps/v1/namespaces/{SYSTEM_NS}/deployments/gpusched"))
+        assert deployment["spec"]["replicas"] == 2
+    (token,) = _kubeconfig_tokens(deployed)
+    with httpx.Client(
+        base_url=control_plane.url,
+        verify=ssl.create_default_context(cafile=str(control_plane.ca_cert)),
+        headers={"Authorization": f"Bearer {token}"},
+    ) as sa:
+        assert sa.get("/api/v1/pods").status_code == 200
+        assert sa.get("/api/v1/nodes").status_code == 200
+        assert sa.get("/api/v1/secrets").status_code == 403
+        assert sa.delete("/api/v1/namespaces/default/pods/x").status_code == 403
+        lease = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+        assert sa.post(lease, json={"metadata": {"name": "x"}}).status_code == 403
+
+
+def _kubeconfig_tokens(path: Path) -> list[str]:
+    return [u["user"]["token"] for u in json.loads(path.read_text())["users"]]
+
+
+def test_plain_pods_are_bound_with_gpu_indices(
+    kube: httpx.Client,
+    namespace: str,
+    gpu_nodes: NodeFactory,
+    start_gpusched: Callable[[str], Gpusched],
+) -> None:
+    nodes = {n["metadata"]["name"] for n in gpu_nodes(2, gpus=8)}
+    for i in range(6):
+        check(kube.post(pods_path(namespace), json=pod_manifest(f"p{i}", gpus=2)))
+    scheduler = start_gpusched("replica-a")
+    for i in range(6):
+        wait_for(kube, pods_path(namespace), f"p{i}", lambda p: bool(bound_node(p)), 60)
+    used: dict[str, list[int]] = {}
+    for pod in list_pods(kube, namespace):
+        assert bound_node(pod) in nodes
+        assert len(gpus_of(pod)) == 2
+        used.setdefault(bound_node(pod), []).extend(gpus_of(pod))
+    for indices in used.values():
+        assert len(indices) == len(set(indices)), f"a GPU was given twice: {used}"
+    wait_until(
+        "binds in /metrics",
+        lambda: 'gpusched_binds_total{result="bound"} 6.0' in scheduler.metrics(),
+        10,
+    )
+
+
+def test_gang_of_four_is_bound_all_together(
+    kube: httpx.Client,
+    namespace: str,
+    gpu_nodes: NodeFactory,
+    start_gpusched: Callable[[str], Gpusched],
+) -> None:
+    gpu_nodes(2, gpus=8)
+    start_gpusched("replica-a")
+    create_podgroup(kube, namespace, "train", 4)
+    # The members arrive one by one: nothing may be bound before the fourth exists.
+    for i in range(3):
+        check(
+            kube.post(
+                pods_path(namespace),
+                json=pod_manifest(f"w{i}", gpus=4, labels={POD_GROUP_LABEL: "train"}),
+            )
+        )
+    time.sleep(3)
+    assert not any(bound_node(p) for p in list_pods(kube, namespace))
+    waiting = wait_for(
+        kube,
+        pods_path(namespace),
+        "w0",
+        lambda p: (condition(p, "PodScheduled") or {}).get("reason") == "Unschedulable",
+        30,
+    )
+    assert "minMember=4" in (condition(waiting, "PodScheduled") or {})["message"]
+    check(
+        kube.post(
+            pods_path(namespace),
+            json=pod_manifest("w3", gpus=4, labels={POD_GROUP_LABEL: "train"}),
+        )
+    )
+    for i in range(4):
+        wait_for(kube, pods_path(namespace), f"w{i}", lambda p: bool(bound_node(p)), 60)
+
+
+def test_gang_that_does_not_fit_stays_pending_and_says_why(
+    kube: httpx.Client,
+    namespace: str,
+    gpu_nodes: NodeFactory,
+    start_gpusched: Callable[[str], Gpusched],
+) -> None:
+    gpu_nodes(2, gpus=8)
+    create_podgroup(kube, namespace, "big", 4)
+    for i in range(4):
+        check(
+            kube.post(
+                pods_path(namespace),
+                json=pod_manifest(f"b{i}", gpus=8, labels={POD_GROUP_LABEL: "big"}),
+            )
+        )
+    start_gpusched("replica-a")
+    for i in range(4):
+        pod = wait_for(
+            kube,
+            pods_path(namespace),
+            f"b{i}",
+            lambda p: (condition(p, "PodScheduled") or {}).get("reason") == "Unschedulable",
+            60,
+        )
+        scheduled = condition(pod, "PodScheduled") or {}
+        assert scheduled["status"] == "False"
+        assert "the gang of 4 tasks cannot fit together" in scheduled["message"]
+    time.sleep(2)
+    assert not any(bound_node(p) for p in list_pods(kube, namespace)), "partial gang placed"
+    events = check(kube.get(f"/api/v1/namespaces/{namespace}/events"))["items"]
+    assert any(e["reason"] == "FailedScheduling" for e in events)
+
+
+def test_malformed_annotation_is_reported_on_the_pod_and_others_are_served(
+    kube: httpx.Client,
+    namespace: str,
+    gpu_nodes: NodeFactory,
+    start_gpusched: Callable[[str], Gpusched],
+) -> None:
+    gpu_nodes(1, gpus=8)
+    bad = pod_manifest("bad", gpus=0, annotations={"gpusched.dev/gpu-milli": "half"})
+    check(kube.post(pods_path(namespace), json=bad))
+    check(kube.post(pods_path(namespace), json=pod_manifest("good", gpus=1)))
+    start_gpusched("replica-a")
+    wait_for(kube, pods_path(namespace), "good", lambda p: bool(bound_node(p)), 60)
+    pod = wait_for(
+        kube,
+        pods_path(namespace),
+        "bad",
+        lambda p: (condition(p, "PodScheduled") or {}).get("reason") == "Unschedulable",
+        60,
+    )
+    message = (condition(pod, "PodScheduled") or {})["message"]
+    assert "annotation gpusched.dev/gpu-milli: got 'half'" in message
+    assert not bound_node(pod)
+
+
+def test_standby_takes_over_when_the_leader_is_killed(
+    kube: httpx.Client,
+    namespace: str,
+    gpu_nodes: NodeFactory,
+    start_gpusched: Callable[[str], Gpusched],
+) -> None:
+    gpu_nodes(1, gpus=8)
+    first = start_gpusched("replica-a")
+    check(kube.post(pods_path(namespace), json=pod_manifest("before", gpus=1)))
+    wait_for(kube, pods_path(namespace), "before", lambda p: bool(bound_node(p)), 60)
+    second = start_gpusched("replica-b")
+    time.sleep(3)
+    assert "gpusched_is_leader 0.0" in second.metrics()  # a standby schedules nothing
+
+    first.process.kill()  # no graceful release: the standby must wait the lease out
+    killed_at = time.monotonic()
+    first.process.wait()
+    check(kube.post(pods_path(namespace), json=pod_manifest("after", gpus=1)))
+    wait_for(kube, pods_path(namespace), "after", lambda p: bool(bound_node(p)), 60)
+    took = time.monotonic() - killed_at
+    assert took < 15 + 2 + 3, f"standby took {took:.1f} s to take over"  # lease + retry + cycle
+    lease = check(kube.get(f"/apis/coordination.k8s.io/v1/namespaces/{SYSTEM_NS}/leases/gpusched"))
+    assert lease["spec"]["holderIdentity"] == "replica-b"
+    pods = list_pods(kube, namespace)
+    gpus = [g for p in pods for g in gpus_of(p)]
+    assert len(gpus) == len(set(gpus)) == 2
