@@ -262,3 +262,15 @@ def test_a_fraction_above_every_gpus_memory_names_job_and_field(tmp_path: Path) 
         load_workload(path, nodes=nodes)
     assert (err.value.line, err.value.field) == (2, "gpu_memory")
     assert "job 'big' asks 30720 MiB" in str(err.value)
+
+
+def test_network_packing_prefers_the_busier_rack() -> None:
+    from builders import cycle_context, make_task, occupy
+    from gpusched.plugins.network_packing import NetworkPacking
+
+    state = make_state(*racked(2, 2))  # type: ignore[arg-type]
+    occupy(state, "r1-0", gpus=(0, 1, 2, 3))
+    task = make_task().gpus(1).build()
+    scores = NetworkPacking().score(cycle_context(), task, state, np.ones(4, dtype=bool))
+    # r1 holds 16 GPUs with 4 in use: 25 points on both of its nodes; r0 is idle: 0.
+    assert scores.tolist() == [0.0, 0.0, 25.0, 25.0]

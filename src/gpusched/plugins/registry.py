@@ -20,6 +20,7 @@ from gpusched.plugins.filters import GpuModelFilter, NodeResourcesFit
 from gpusched.plugins.gpu_clustering import GpuClusteringScore
 from gpusched.plugins.gpu_packing import GpuPackingScore
 from gpusched.plugins.kube_default import BalancedAllocationScore, LeastAllocatedScore
+from gpusched.plugins.network_packing import NetworkPacking
 from gpusched.plugins.node_constraints import NodeConstraints, NodePreference
 from gpusched.plugins.pickers import BestFitGpu, FirstFitGpu, RandomGpu
 from gpusched.plugins.queue_sort import FairShare, Fifo, PriorityOrder
@@ -60,6 +61,7 @@ PLUGINS: dict[str, PluginFactory] = {
     "least-allocated": _no_args(LeastAllocatedScore),
     "balanced-allocation": _no_args(BalancedAllocationScore),
     "gpu-topology": _no_args(TopologyScore),
+    "network-packing": _no_args(NetworkPacking),
     # GPU pickers
     "best-fit-gpu": _no_args(BestFitGpu),
     "first-fit-gpu": _no_args(FirstFitGpu),

@@ -116,6 +116,7 @@ POLICIES: dict[str, ProfileSpec] = {
             # Weight 8: one step of set quality (12.5 points) outweighs any FGD difference
             # (0..100); fewer GPUs left (1.4 points each) competes with FGD on packing.
             PluginSpec(name="gpu-topology", weight=8.0),
+            PluginSpec(name="network-packing", weight=2.0),
             PluginSpec(name="node-preference", weight=0.2),
         ],
         gpu_picker=PluginSpec(name="topology-aware-gpu"),
