@@ -5,6 +5,8 @@ Commands::
     gpusched simulate              replay a workload through the scheduler (default: built-in)
     gpusched explain JOB           why a job is pending, with numbers (on a simulation)
     gpusched bench openb           the FGD paper's experiment on the Alibaba openb trace
+    gpusched bench gangs           a generated gang workload: baselines vs gpusched
+    gpusched bench cycle           time one scheduling cycle on a large busy cluster
     gpusched workload generate     write a seeded synthetic workload file
     gpusched policies              list the built-in placement policies
     gpusched profile show NAME     print a built-in policy as a profile YAML to start from
@@ -36,6 +38,8 @@ from gpusched.report.html import BENCH_HEADERS, bench_report, bench_rows, simula
 from gpusched.scheduler import BEST_POLICY, POLICIES, policy_spec, schedule
 from gpusched.scheduler.explain import Explanation, explain_job
 from gpusched.sim.bench import run_bench
+from gpusched.sim.cycle_bench import build_cycle_setup, time_cycle
+from gpusched.sim.gang_bench import GANG_POLICIES, gang_specs, run_gang_bench
 from gpusched.sim.runs import SimRun, prepare, simulate
 from gpusched.workloads import WorkloadParams, default_cluster, generate_workload
 
@@ -369,6 +373,115 @@ def bench_openb(
     out.print(table)
     if report:
         out.print(f"report: {report}")
+
+
+@bench_app.command("gangs")
+def bench_gangs(
+    jobs: Annotated[int, typer.Option(min=1, help="Jobs to generate.")] = 5000,
+    seed: Annotated[int, typer.Option(help="Seed of the workload and the runs.")] = 7,
+    cluster: Annotated[
+        str | None, typer.Option(help="Cluster file [default: the built-in cluster].")
+    ] = None,
+    config: Annotated[
+        str | None, typer.Option(help="Scheduling config [default: the built-in teams].")
+    ] = None,
+    policies: Annotated[
+        str, typer.Option(help="Comma-separated; NAME-no-reservation drops backfill's hold.")
+    ] = ",".join(GANG_POLICIES),
+    workers: Annotated[
+        int | None, typer.Option(min=1, help="Worker processes [default: CPU count].")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """A generated gang workload under kube-default, FIFO gangs and gpusched (with and without
+    the backfill reservation)."""
+    specs = gang_specs([p.strip() for p in policies.split(",") if p.strip()])
+    inputs = load_inputs(cluster, None, config, seed, jobs)
+    with progress_bar(f"gang bench ({jobs:,} jobs)", len(specs), enabled=not as_json) as tick:
+        done = [0]
+
+        def step(_: object) -> None:
+            done[0] += 1
+            tick(done[0])
+
+        results = run_gang_bench(
+            inputs.nodes, inputs.jobs, inputs.config.queues, specs, seed, workers=workers,
+            progress=step,
+        )  # fmt: skip
+    if as_json:
+        print(json.dumps({"workload": inputs.title, "seed": seed, "results": results}))
+        return
+    table = Table(title=inputs.title, title_justify="left")
+    table.add_column("metric")
+    for r in results:
+        table.add_column(r["policy"], justify="right")
+    for key, label, fmt in _ROWS:
+        table.add_row(label, *[_fmt(r.get(key, 0), fmt) for r in results])
+    out.print(table)
+
+
+@bench_app.command("cycle")
+def bench_cycle(
+    nodes: Annotated[int, typer.Option(min=1, help="8-GPU nodes.")] = 5000,
+    pending: Annotated[int, typer.Option(min=1, help="Pending jobs.")] = 10000,
+    fill: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Share of GPUs held by running jobs.")
+    ] = 0.9,
+    policies: Annotated[str, typer.Option(help="Comma-separated policies.")] = (
+        "gpusched,fifo-gang,kube-default"
+    ),
+    repeat: Annotated[int, typer.Option(min=1, help="Cycles timed per policy.")] = 3,
+    seed: Annotated[int, typer.Option(help="Seed of the cluster fill and workload.")] = 1,
+    with_queues: Annotated[
+        bool, typer.Option(help="Use the built-in teams' queues (scaled to the cluster).")
+    ] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Time one full scheduling cycle on a large busy cluster (median of --repeat)."""
+    specs = [policy_spec(p.strip()) for p in policies.split(",") if p.strip()]
+    if not as_json:
+        out.print(f"building {nodes:,} nodes filled to {fill:.0%} with {pending:,} pending ...")
+    setup = build_cycle_setup(nodes, pending, fill=fill, seed=seed, queues=with_queues)
+    results = time_cycle(setup, specs, repeat)
+    rows = [
+        {
+            "policy": r.policy,
+            "median_s": round(r.median_s, 3),
+            "seconds": [round(x, 3) for x in r.seconds],
+            "binds": r.binds,
+            "evictions": r.evictions,
+            "jobs_left_pending": r.pending_after,
+        }
+        for r in results
+    ]
+    head = {
+        "nodes": nodes,
+        "gpus": nodes * 8,
+        "running_jobs": len(setup.snapshot.running),
+        "running_gpu_pct": round(setup.running_gpu_pct, 1),
+        "pending": len(setup.snapshot.pending),
+        "queues": with_queues,
+    }
+    if as_json:
+        print(json.dumps({**head, "results": rows}))
+        return
+    out.print(
+        f"{nodes:,} nodes ({nodes * 8:,} GPUs, {setup.running_gpu_pct:.1f}% held by "
+        f"{len(setup.snapshot.running):,} running jobs), {len(setup.snapshot.pending):,} pending"
+    )
+    table = Table(title_justify="left")
+    for col in ("policy", "cycle (median)", "all runs", "binds", "evictions", "left pending"):
+        table.add_column(col, justify="left" if col == "policy" else "right")
+    for row in rows:
+        table.add_row(
+            str(row["policy"]),
+            f"{row['median_s']:.3f} s",
+            " ".join(f"{x:.3f}" for x in row["seconds"]),  # type: ignore[attr-defined]
+            f"{row['binds']:,}",
+            f"{row['evictions']:,}",
+            f"{row['jobs_left_pending']:,}",
+        )
+    out.print(table)
 
 
 # -- workload, policies, profiles ------------------------------------------------------------

@@ -389,7 +389,7 @@ class Session:
             if (
                 status.code is Code.UNSCHEDULABLE
                 and need > 1
-                and not self._gang_ever_fits(job, key)
+                and not self._gang_ever_fits(job, need)
             ):
                 status = Status(
                     Code.UNRESOLVABLE,
@@ -587,22 +587,24 @@ class Session:
             return Status(Code.UNRESOLVABLE, ("cannot fit on any node even when empty", *never))
         return Status(Code.UNSCHEDULABLE, tuple(reasons) or ("no feasible node",))
 
-    def _gang_ever_fits(self, job: Job, key: tuple[object, ...]) -> bool:
-        """Whether the gang (``key``: its unplaced shapes) fits an empty cluster; cached."""
-        cache = self.state.layout_cache
-        ckey = ("gang-ever-fits", repr(self.profile.spec.filters), key)
+    def _gang_ever_fits(self, job: Job, need: int) -> bool:
+        """Whether the ``need`` unplaced pods of the gang fit an empty cluster together (no
+        reservations either); cached per filters and pod shapes."""
+        original = self.state
+        todo = [t for t in job.tasks if t.id not in original.allocations][:need]
+        cache = original.layout_cache
+        ckey = ("gang-ever-fits", repr(self.profile.spec.filters), tuple(t.shape for t in todo))
         ever = cache.get(ckey)
         if ever is None:
-            original = self.state
-            scratch = original.empty().copy()
-            self.state = scratch
+            blocked, self.blocked_nodes = self.blocked_nodes, {}
+            self.state = original.empty().copy()
             try:
-                stmt = Statement(scratch)
-                todo = [t for t in job.tasks if t.id not in original.allocations]
-                ever = all(self.place_task(t, stmt, explain=False).ok for t in todo[: len(key) - 1])
+                stmt = Statement(self.state)
+                ever = all(self.place_task(t, stmt, explain=False).ok for t in todo)
                 stmt.rollback()
             finally:
                 self.state = original
+                self.blocked_nodes = blocked
             cache[ckey] = ever
         return bool(ever)
 

@@ -152,6 +152,7 @@ class Simulation:
     _runtime_sum: dict[tuple[str, str], tuple[float, int]] = field(init=False, default_factory=dict)
     _history_time: float = field(init=False, default=0.0)
     _evicted_counts: dict[JobId, int] = field(init=False, default_factory=dict)
+    _placed_of: dict[JobId, int] = field(init=False, default_factory=dict)
     _runtime_means: dict[tuple[str, str], float] = field(init=False, default_factory=dict)
     multi_gpu_binds: int = field(init=False, default=0)
     multi_gpu_best_connected: int = field(init=False, default=0)
@@ -298,7 +299,7 @@ class Simulation:
         rec = self.records[job_id]
         run = self.running.pop(job_id)
         self._release(rec.job)
-        self.placed_milli -= rec.job.gpu_milli
+        self.placed_milli -= self._placed_of.pop(job_id, 0)
         rec.end = self.now
         key = (rec.job.user, rec.job.kind.value)
         total, count = self._runtime_sum.get(key, (0.0, 0))
@@ -371,7 +372,10 @@ class Simulation:
             self._count_domains(job)
         self._pending.pop(job.id, None)
         self.running[job.id] = RunningJob(job, self.now, rec.evictions)
-        self.placed_milli += job.gpu_milli
+        # Requested GPU of what runs: the gang and any elastic members bound with it.
+        placed = sum(t.shape.total_gpu_milli for t in job.tasks if t.id in self.state.allocations)
+        self._placed_of[job.id] = placed
+        self.placed_milli += placed
         if job.duration is not None and not self.options.ignore_durations:
             gen = self._generation.get(job.id, 0) + 1
             self._generation[job.id] = gen
@@ -382,7 +386,7 @@ class Simulation:
         self.running.pop(job_id, None)
         self._release(rec.job)
         self._generation[job_id] = self._generation.get(job_id, 0) + 1
-        self.placed_milli -= rec.job.gpu_milli
+        self.placed_milli -= self._placed_of.pop(job_id, 0)
         rec.evictions += 1
         self._evicted_counts[job_id] = rec.evictions
         rec.start = None
@@ -396,6 +400,9 @@ class Simulation:
     def _evict_members(self, job_id: JobId, tasks: tuple[TaskId, ...], for_job: JobId) -> None:
         """Elastic members leave; the job runs on with the rest (members are not re-added:
         the job continues smaller, as an elastic training job does)."""
+        freed = sum(self._tasks[t].shape.total_gpu_milli for t in tasks)
+        self._placed_of[job_id] = self._placed_of.get(job_id, 0) - freed
+        self.placed_milli -= freed
         for task in tasks:
             self._forget_memory(task)
         self.state.release_many(tasks)
