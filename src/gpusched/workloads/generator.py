@@ -178,6 +178,8 @@ class _Draw:
         self.rng = rng
         self.width = _pod_width(nodes)
         self.has_h100 = any(n.gpu_model == "H100" for n in nodes)
+        self._caps: dict[tuple[int, str | None], tuple[int, int]] = {}
+        self._fits: dict[tuple[int, str | None], bool] = {}
         self.users: dict[str, tuple[list[_User], np.ndarray]] = {}
         for team in TEAMS:
             self.users[team.name] = (self._users(team), _zipf(team.users))
@@ -197,16 +199,29 @@ class _Draw:
         return users[int(self.rng.choice(len(users), p=weights))]
 
     def per_gpu_cap(self, per_pod: int, model: str | None) -> tuple[int, int]:
-        """Most CPU (milli) and memory (MiB) per GPU a pod of ``per_pod`` GPUs can get."""
-        hosts = [
-            n
-            for n in self.nodes
-            if n.gpu_count >= per_pod and (model is None or n.gpu_model == model)
-        ]
-        return (
-            max(n.cpu_milli // n.gpu_count for n in hosts),
-            max(n.memory_mib // n.gpu_count for n in hosts),
-        )
+        """Most CPU (milli) and memory (MiB) per GPU a pod of ``per_pod`` GPUs can get
+        (memoised: a function of the node list)."""
+        key = (per_pod, model)
+        cap = self._caps.get(key)
+        if cap is None:
+            hosts = [
+                n
+                for n in self.nodes
+                if n.gpu_count >= per_pod and (model is None or n.gpu_model == model)
+            ]
+            cap = self._caps[key] = (
+                max(n.cpu_milli // n.gpu_count for n in hosts),
+                max(n.memory_mib // n.gpu_count for n in hosts),
+            )
+        return cap
+
+    def gang_fits(self, gpus: int, model: str | None) -> bool:
+        """:func:`_gang_fits` on this cluster, memoised."""
+        key = (gpus, model)
+        fits = self._fits.get(key)
+        if fits is None:
+            fits = self._fits[key] = _gang_fits(self.nodes, gpus, self.width, model)
+        return fits
 
     def training(self, name: str, gpus: int, duration: float) -> tuple[Job, str]:
         rng = self.rng
@@ -216,7 +231,7 @@ class _Draw:
             "H100"
             if self.has_h100
             and rng.random() < 0.2
-            and _gang_fits(self.nodes, gpus, self.width, "H100")
+            and self.gang_fits(gpus, "H100")
             else None
         )
         cpu_cap, mem_cap = self.per_gpu_cap(per_pod, model)
