@@ -29,7 +29,7 @@ typecheck: setup
 	$(BIN)/mypy
 
 unit: setup
-	GPUSCHED_TRACES=$(TRACES) $(BIN)/python -m pytest -q -n 2 --dist loadgroup
+	GPUSCHED_TRACES=$(TRACES) $(BIN)/python -m pytest -q -n 2
 
 test: lint typecheck unit
 

@@ -1,8 +1,10 @@
 """Fixtures for tests against a real control plane (etcd + kube-apiserver + kwok on loopback).
 
-- ``control_plane`` (session): one control plane per pytest process. Every e2e test is put in
-  the xdist group ``controlplane`` (the Makefile runs ``--dist loadgroup``), so under ``-n 2``
-  one worker starts one control plane and runs them all while the other runs the rest.
+- ``control_plane`` (session): one control plane per pytest process, so under ``make test``
+  (``-n 2``) each xdist worker that runs e2e tests starts its own (about 4 s; tests never
+  depend on sharing one). Grouping all e2e tests on one worker with ``--dist loadgroup`` does
+  not work with pytest 9.2 + pytest-xdist 3.8: xdist tags groups by writing ``item._nodeid``,
+  which pytest 9.2 no longer reads (``Node.nodeid`` comes from ``_id``).
 - ``kube`` (function): an httpx client authenticated as cluster admin.
 - ``namespace`` (function): a fresh namespace with its ``default`` ServiceAccount; its pods are
   deleted afterwards (there is no controller-manager to empty a deleted namespace).
@@ -36,13 +38,10 @@ E2E_DIR = Path(__file__).resolve().parent
 NodeFactory = Callable[..., list[JsonObj]]
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    xdist = config.pluginmanager.hasplugin("xdist")
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if E2E_DIR in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.e2e)
-            if xdist:
-                item.add_marker(pytest.mark.xdist_group("controlplane"))
 
 
 _PLANE_KEY = pytest.StashKey[ControlPlane]()

@@ -167,6 +167,7 @@ class ControlPlane:
     port: int = 0
     pki: Pki | None = None
     kubeconfig: Path = Path()
+    _apiserver_argv: list[str] = field(default_factory=list)
     extra_logs: list[Path] = field(default_factory=list)
     _etcd_data: Path | None = None
 
@@ -188,7 +189,7 @@ class ControlPlane:
 
     def stop(self) -> None:
         for process in reversed(self.processes):
-            process.stop()
+            process.stop(grace_s=3)  # an apiserver draining watches can take 10 s; no one waits
         if self._etcd_data is not None:
             shutil.rmtree(self._etcd_data, ignore_errors=True)
 
@@ -327,34 +328,43 @@ class ControlPlane:
     def _start_apiserver(self, etcd_url: str, extra: tuple[str, ...]) -> None:
         pki = self._pki()
         self.port = free_port()
-        apiserver = self._spawn(
-            "kube-apiserver",
-            [
-                str(self.bin_dir / "kube-apiserver"),
-                f"--etcd-servers={etcd_url}",
-                f"--etcd-prefix=/gpusched-{self.port}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={self.port}",
-                f"--tls-cert-file={pki.apiserver.cert}",
-                f"--tls-private-key-file={pki.apiserver.key}",
-                f"--client-ca-file={pki.client_ca.pair.cert}",
-                "--authorization-mode=Node,RBAC",
-                "--anonymous-auth=false",
-                f"--service-account-key-file={pki.service_account.cert}",
-                f"--service-account-signing-key-file={pki.service_account.key}",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                "--service-cluster-ip-range=10.0.0.0/24",
-                "--allow-privileged=true",
-                "--profiling=false",
-                "--endpoint-reconciler-type=none",
-                # No node lifecycle controller removes the not-ready taint this plugin adds.
-                "--disable-admission-plugins=TaintNodesByCondition",
-                f"--cert-dir={self.workdir / 'apiserver-certs'}",
-                "--v=1",
-                *extra,
-            ],
-        )
+        self._apiserver_argv = [
+            str(self.bin_dir / "kube-apiserver"),
+            f"--etcd-servers={etcd_url}",
+            f"--etcd-prefix=/gpusched-{self.port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={self.port}",
+            f"--tls-cert-file={pki.apiserver.cert}",
+            f"--tls-private-key-file={pki.apiserver.key}",
+            f"--client-ca-file={pki.client_ca.pair.cert}",
+            "--authorization-mode=Node,RBAC",
+            "--anonymous-auth=false",
+            f"--service-account-key-file={pki.service_account.cert}",
+            f"--service-account-signing-key-file={pki.service_account.key}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--allow-privileged=true",
+            "--profiling=false",
+            "--endpoint-reconciler-type=none",
+            # No node lifecycle controller removes the not-ready taint this plugin adds.
+            "--disable-admission-plugins=TaintNodesByCondition",
+            f"--cert-dir={self.workdir / 'apiserver-certs'}",
+            "--v=1",
+            *extra,
+        ]
+        self._wait_apiserver(self._spawn("kube-apiserver", self._apiserver_argv))
+
+    def restart_apiserver(self) -> None:
+        """Kill kube-apiserver (as a crash would; a TERM drains watches for about 10 s) and
+        start it again on the same port, store and certs: every watch breaks and every client
+        must reconnect."""
+        old = next(p for p in self.processes if p.name == "kube-apiserver")
+        old.kill()
+        self.processes.remove(old)
+        self._wait_apiserver(self._spawn("kube-apiserver", self._apiserver_argv))
+
+    def _wait_apiserver(self, apiserver: Process) -> None:
         with self.client(timeout_s=5) as http:
 
             def ready() -> bool:

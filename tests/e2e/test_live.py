@@ -60,7 +60,7 @@ def deployed(control_plane: ControlPlane) -> Path:
 class Gpusched:
     """A ``gpusched run`` process and its log."""
 
-    def __init__(self, kubeconfig: Path, log: Path, identity: str) -> None:
+    def __init__(self, kubeconfig: Path, log: Path, identity: str, *extra: str) -> None:
         self.metrics_port = free_port()
         self.log = log
         self.process = subprocess.Popen(
@@ -75,6 +75,7 @@ class Gpusched:
                 identity,
                 "--metrics-address",
                 f"127.0.0.1:{self.metrics_port}",
+                *extra,
             ],
             stdout=log.open("ab"),
             stderr=subprocess.STDOUT,
@@ -98,12 +99,12 @@ class Gpusched:
 @pytest.fixture
 def start_gpusched(
     deployed: Path, control_plane: ControlPlane, request: pytest.FixtureRequest
-) -> Iterator[Callable[[str], Gpusched]]:
+) -> Iterator[Callable[..., Gpusched]]:
     started: list[Gpusched] = []
 
-    def start(identity: str = "replica-a") -> Gpusched:
+    def start(identity: str = "replica-a", *extra: str) -> Gpusched:
         log = control_plane.workdir / f"gpusched-{request.node.name}-{identity}.log"
-        scheduler = Gpusched(deployed, log, identity)
+        scheduler = Gpusched(deployed, log, identity, *extra)
         started.append(scheduler)
         control_plane.extra_logs.append(log)
         return scheduler
@@ -178,7 +179,7 @@ def test_plain_pods_are_bound_with_gpu_indices(
     kube: httpx.Client,
     namespace: str,
     gpu_nodes: NodeFactory,
-    start_gpusched: Callable[[str], Gpusched],
+    start_gpusched: Callable[..., Gpusched],
 ) -> None:
     nodes = {n["metadata"]["name"] for n in gpu_nodes(2, gpus=8)}
     for i in range(6):
@@ -204,7 +205,7 @@ def test_gang_of_four_is_bound_all_together(
     kube: httpx.Client,
     namespace: str,
     gpu_nodes: NodeFactory,
-    start_gpusched: Callable[[str], Gpusched],
+    start_gpusched: Callable[..., Gpusched],
 ) -> None:
     gpu_nodes(2, gpus=8)
     start_gpusched("replica-a")
@@ -241,7 +242,7 @@ def test_gang_that_does_not_fit_stays_pending_and_says_why(
     kube: httpx.Client,
     namespace: str,
     gpu_nodes: NodeFactory,
-    start_gpusched: Callable[[str], Gpusched],
+    start_gpusched: Callable[..., Gpusched],
 ) -> None:
     gpu_nodes(2, gpus=8)
     create_podgroup(kube, namespace, "big", 4)
@@ -274,7 +275,7 @@ def test_malformed_annotation_is_reported_on_the_pod_and_others_are_served(
     kube: httpx.Client,
     namespace: str,
     gpu_nodes: NodeFactory,
-    start_gpusched: Callable[[str], Gpusched],
+    start_gpusched: Callable[..., Gpusched],
 ) -> None:
     gpu_nodes(1, gpus=8)
     bad = pod_manifest("bad", gpus=0, annotations={"gpusched.dev/gpu-milli": "half"})
@@ -298,7 +299,7 @@ def test_standby_takes_over_when_the_leader_is_killed(
     kube: httpx.Client,
     namespace: str,
     gpu_nodes: NodeFactory,
-    start_gpusched: Callable[[str], Gpusched],
+    start_gpusched: Callable[..., Gpusched],
 ) -> None:
     gpu_nodes(1, gpus=8)
     first = start_gpusched("replica-a")
@@ -320,3 +321,70 @@ def test_standby_takes_over_when_the_leader_is_killed(
     pods = list_pods(kube, namespace)
     gpus = [g for p in pods for g in gpus_of(p)]
     assert len(gpus) == len(set(gpus)) == 2
+
+
+PREEMPT_NOW_PROFILE = """
+name: gpusched-preempt-now
+actions: [backfill, reclaim, preempt]
+queue_sort: fair-share
+filters: [{name: node-resources-fit}, {name: gpu-model}, {name: node-constraints}]
+scores: [{name: fgd}]
+gpu_picker: {name: fgd}
+action_args: {preempt: {min_runtime_s: 0}}
+"""
+
+
+def test_higher_priority_pod_preempts_through_the_eviction_api(
+    control_plane: ControlPlane,
+    kube: httpx.Client,
+    namespace: str,
+    gpu_nodes: NodeFactory,
+    start_gpusched: Callable[..., Gpusched],
+) -> None:
+    priority_class = "/apis/scheduling.k8s.io/v1/priorityclasses/gpusched-e2e-high"
+    if kube.get(priority_class).status_code == 404:
+        check(
+            kube.post(
+                "/apis/scheduling.k8s.io/v1/priorityclasses",
+                json={"metadata": {"name": "gpusched-e2e-high"}, "value": 1000},
+            )
+        )
+    profile = control_plane.workdir / "preempt-now.yaml"
+    profile.write_text(PREEMPT_NOW_PROFILE)
+    gpu_nodes(1, gpus=8)
+    start_gpusched("replica-a", "--profile", str(profile))
+    for i in range(8):
+        check(kube.post(pods_path(namespace), json=pod_manifest(f"low{i}", gpus=1)))
+    for i in range(8):
+        wait_for(kube, pods_path(namespace), f"low{i}", lambda p: bool(bound_node(p)), 60)
+
+    high = pod_manifest("high", gpus=8)
+    high["spec"]["priorityClassName"] = "gpusched-e2e-high"
+    check(kube.post(pods_path(namespace), json=high))
+    bound = wait_for(kube, pods_path(namespace), "high", lambda p: bool(bound_node(p)), 60)
+    assert sorted(gpus_of(bound)) == list(range(8))
+    left = [p["metadata"]["name"] for p in list_pods(kube, namespace)]
+    assert left == ["high"], f"victims still there: {left}"
+    events = check(kube.get(f"/api/v1/namespaces/{namespace}/events"))["items"]
+    assert sum(e["reason"] == "Preempted" for e in events) == 8
+
+
+def test_scheduler_recovers_when_the_apiserver_restarts(
+    control_plane: ControlPlane,
+    kube: httpx.Client,
+    namespace: str,
+    gpu_nodes: NodeFactory,
+    start_gpusched: Callable[..., Gpusched],
+) -> None:
+    gpu_nodes(1, gpus=8)
+    start_gpusched("replica-a")
+    check(kube.post(pods_path(namespace), json=pod_manifest("before", gpus=4)))
+    wait_for(kube, pods_path(namespace), "before", lambda p: bool(bound_node(p)), 60)
+
+    control_plane.restart_apiserver()  # every watch and connection breaks
+
+    with control_plane.client() as fresh:
+        check(fresh.post(pods_path(namespace), json=pod_manifest("after", gpus=4)))
+        wait_for(fresh, pods_path(namespace), "after", lambda p: bool(bound_node(p)), 60)
+        gpus = [g for p in list_pods(fresh, namespace) for g in gpus_of(p)]
+    assert sorted(gpus) == list(range(8)), f"GPU indices after the restart: {gpus}"

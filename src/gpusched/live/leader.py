@@ -54,25 +54,28 @@ class LeaderElector:
         return f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases/{self.name}"
 
     def run(self, stop: threading.Event) -> None:
-        """Campaign until leading, then renew until ``stop`` (release) or a missed deadline."""
+        """Campaign, lead while renewals succeed, step down and campaign again after a missed
+        renew deadline; release the Lease when ``stop`` is set."""
         while not stop.is_set():
-            if self._try():
+            while not stop.is_set() and not self._try():
+                stop.wait(self.retry_s)
+            if stop.is_set():
                 break
-            stop.wait(self.retry_s)
-        if stop.is_set():
-            return
-        log.info("became leader (%s/%s as %s)", self.namespace, self.name, self.identity)
-        self.leading.set()
-        self.on_started()
-        last_renew = time.monotonic()
-        while not stop.wait(self.retry_s):
-            if self._try():
-                last_renew = time.monotonic()
-            elif time.monotonic() - last_renew > self.renew_deadline_s:
-                log.error("could not renew the lease for %.0f s; stopping", self.renew_deadline_s)
-                self.leading.clear()
-                self.on_lost()
-                return
+            log.info("became leader (%s/%s as %s)", self.namespace, self.name, self.identity)
+            self.leading.set()
+            self.on_started()
+            last_renew = time.monotonic()
+            while not stop.wait(self.retry_s):
+                if self._try():
+                    last_renew = time.monotonic()
+                elif time.monotonic() - last_renew > self.renew_deadline_s:
+                    log.error(
+                        "could not renew the lease for %.0f s; stepping down",
+                        self.renew_deadline_s,
+                    )
+                    self.leading.clear()
+                    self.on_lost()
+                    break
         self.release()
 
     def _try(self) -> bool:

@@ -3,8 +3,8 @@
 Threads: one per cache (list+watch), one for the Lease, one serving ``/metrics``, a pool for
 Binding POSTs, and the main thread running cycles. SIGTERM or SIGINT stops it gracefully: the
 cycle in flight finishes (its binds complete), the caches stop, and the Lease is released so a
-standby replica takes over at once. Losing the Lease (no renewal within the deadline) ends the
-process with exit code 1, as kube-scheduler does, so two replicas never schedule at once.
+standby replica takes over at once. A replica that cannot renew the Lease in time (the
+apiserver is down, or it is cut off) stops scheduling and campaigns again (see :mod:`.leader`).
 """
 
 from __future__ import annotations
@@ -46,11 +46,10 @@ class RunConfig:
 
 
 def run(config: RunConfig, profile: Profile) -> int:
-    """Run until SIGTERM/SIGINT (exit 0) or a lost Lease (exit 1)."""
+    """Run until SIGTERM/SIGINT; returns the exit code (0)."""
     client = KubeClient(load_credentials(config.kubeconfig))
     metrics = Metrics()
     stop = threading.Event()
-    lost = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("signal %d: shutting down", signum)
@@ -68,8 +67,7 @@ def run(config: RunConfig, profile: Profile) -> int:
     if config.leader_elect:
 
         def on_lost() -> None:
-            lost.set()
-            stop.set()
+            metrics.leader.set(0)
 
         def on_started() -> None:
             metrics.leader.set(1)
@@ -104,4 +102,4 @@ def run(config: RunConfig, profile: Profile) -> int:
         elector_thread.join(timeout=10)
     metrics.leader.set(0)
     client.close()
-    return 1 if lost.is_set() else 0
+    return 0

@@ -211,7 +211,9 @@ class LiveScheduler:
         waiting_on_victims = set(plan.nominations) if plan.evictions else set()
         by_job: dict[JobId, list[Bind]] = {}
         for bind in plan.binds:
-            if bind.job not in waiting_on_victims:
+            if bind.job in waiting_on_victims:
+                self._nominate(live.pods[bind.task], bind.node)
+            else:
                 by_job.setdefault(bind.job, []).append(bind)
         futures = []
         for binds in by_job.values():
@@ -254,7 +256,11 @@ class LiveScheduler:
             if pod.node:
                 victims.setdefault(JobId(_job_of(task_id, pod)), []).append(pod)
         for eviction in plan.evictions:
-            for pod in victims.get(eviction.job, ()):
+            targets = victims.get(eviction.job, [])
+            if eviction.tasks:  # only these (elastic) members; the job keeps running
+                chosen = set(eviction.tasks)
+                targets = [p for p in targets if TaskId(p.key) in chosen]
+            for pod in targets:
                 body = {
                     "apiVersion": "policy/v1",
                     "kind": "Eviction",
@@ -272,6 +278,18 @@ class LiveScheduler:
                 self.metrics.evictions.labels("evicted").inc()
                 result.evicted.append(pod.key)
                 self._event(pod, "Normal", "Preempted", f"evicted by gpusched: {eviction.reason}")
+
+    def _nominate(self, pod: PodInfo, node: str) -> None:
+        """Set ``status.nominatedNodeName``: the node freed for this preemptor."""
+        if pod.nominated == node:
+            return
+        patch = {"status": {"nominatedNodeName": node}}
+        try:
+            self.client.patch(
+                f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status", patch, strategic=True
+            )
+        except ApiError as exc:
+            log.warning("nominating %s for %s: %s", node, pod.key, exc)
 
     # -- telling users why -----------------------------------------------------------------
 

@@ -17,7 +17,9 @@ Pure and deterministic (sorted by name), so it is unit-tested without a cluster.
    ``problems`` with a message saying what to fix, and stay pending.
 
 Our fully bound jobs are passed as ``running`` (the batch actions need them for quota, backfill
-and preemption); pods of other schedulers are only allocations.
+and preemption), started at their pods' earliest ``status.startTime``; a job with a pod being
+deleted (an eviction in progress) still holds its resources but is not offered as a victim
+again. Pods of other schedulers are only allocations.
 """
 
 from __future__ import annotations
@@ -191,8 +193,10 @@ def build_snapshot(
             out.pods[TaskId(p.key)] = p
         if waiting:
             jobs.append((job.submit_time, job_id, job))
-        else:
-            running[job_id] = RunningJob(job, job.submit_time)
+        elif not any(p.deleting for p in pods_of_job):
+            # Being deleted (an eviction in progress) is not a candidate victim again.
+            start = min(p.started or p.created for p in pods_of_job)
+            running[job_id] = RunningJob(job, start)
     jobs.sort(key=lambda j: (j[0], j[1]))
     out.snapshot = Snapshot(
         state, tuple(j for _, _, j in jobs), now=now, seed=seed, running=running

@@ -191,10 +191,13 @@ class PodInfo:
         key: ``namespace/name``.
         group: the pod-group name (label ``scheduling.x-k8s.io/pod-group``), ``""`` for none.
         node: the node it is bound to, ``""`` while pending.
+        created: ``metadata.creationTimestamp`` (seconds since the epoch).
+        started: ``status.startTime`` (when it began running; ``0.0`` before).
         gpus: GPU indices gpusched recorded at bind time (``None`` when not recorded).
         problem: why the pod cannot be scheduled as written (bad annotation), else ``""``.
         scheduled_reason: the ``reason`` of its current ``PodScheduled`` condition.
         scheduled_message: the ``message`` of its current ``PodScheduled`` condition.
+        nominated: ``status.nominatedNodeName`` (a preemptor's node while victims leave).
     """
 
     namespace: str
@@ -205,6 +208,7 @@ class PodInfo:
     phase: str
     deleting: bool
     created: float
+    started: float
     priority: int
     group: str
     cpu_milli: int
@@ -216,6 +220,7 @@ class PodInfo:
     problem: str
     scheduled_reason: str
     scheduled_message: str
+    nominated: str
     resource_version: str
 
     @property
@@ -351,6 +356,7 @@ def pod_from_k8s(obj: Mapping[str, Any]) -> PodInfo:
         phase=status.get("phase", "Pending"),
         deleting=bool(meta.get("deletionTimestamp")),
         created=_timestamp(meta.get("creationTimestamp")),
+        started=_timestamp(status.get("startTime")),
         priority=int(spec.get("priority") or 0),
         group=labels.get(POD_GROUP_LABEL, ""),
         cpu_milli=_milli(requests.get("cpu", 0)),
@@ -362,6 +368,7 @@ def pod_from_k8s(obj: Mapping[str, Any]) -> PodInfo:
         problem="; ".join(problems),
         scheduled_reason=str(scheduled.get("reason", "")),
         scheduled_message=str(scheduled.get("message", "")),
+        nominated=str(status.get("nominatedNodeName") or ""),
         resource_version=str(meta.get("resourceVersion", "")),
     )
 
