@@ -20,6 +20,10 @@ Elastic members come first, then whole jobs, each by cost. The search:
    priority among them, then fewest GPUs, then fewest evictions; evict it for real and place
    ``P``.
 
+Each action skips a request identical (gang shapes, priority, queue) to one that found no
+victims since the last eviction, and may be capped at ``max_attempts`` pending jobs per cycle
+(default: no cap; in queue order, so the most urgent first).
+
 Eligible victims, for both actions: preemptible, running at least ``min_runtime_s``, evicted
 fewer than ``max_evictions`` times before (a per-job disruption budget), and not placed in this
 cycle. Then:
@@ -42,7 +46,7 @@ from dataclasses import dataclass
 
 from gpusched.framework import Code, RunningJob, Session, Statement
 from gpusched.framework.quota import job_request
-from gpusched.model import Job, Task, TaskId
+from gpusched.model import Job, JobId, Task, TaskId
 
 __all__ = ["NODE_TRIALS", "Preempt", "Reclaim", "Victim", "victims_of"]
 
@@ -52,7 +56,7 @@ Eligible = Callable[[Session, Job, RunningJob], bool]
 NODE_TRIALS = 8
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Victim:
     """What one eviction frees: a whole running job, or one elastic member of it.
 
@@ -95,9 +99,16 @@ class _Evicting:
     name = "abstract"
     reason = ""
 
-    def __init__(self, min_runtime_s: float = 300.0, max_evictions: int = 3) -> None:
+    def __init__(
+        self,
+        min_runtime_s: float = 300.0,
+        max_evictions: int = 3,
+        max_attempts: int | None = None,
+    ) -> None:
         self.min_runtime_s = min_runtime_s
         self.max_evictions = max_evictions
+        self.max_attempts = max_attempts
+        self._within: tuple[JobId | None, bool] = (None, False)
 
     def wants(self, session: Session, job: Job) -> bool:
         raise NotImplementedError
@@ -110,16 +121,31 @@ class _Evicting:
         if not pool:
             return
         lowest = min(r.job.priority for r in pool)
+        # Requests that found no victims, until something is evicted: an identical request
+        # (shapes, priority, queue) would find none either.
+        failed: set[tuple[object, ...]] = set()
+        attempts = 0
         for job in session.pending_jobs():
+            if self.max_attempts is not None and attempts >= self.max_attempts:
+                break
             status = session.plan.pending.get(job.id)
             if status is None or status.code is not Code.UNSCHEDULABLE:
                 continue
             if job.id in session.running or not self.cheap_check(session, job, lowest):
                 continue
-            if not self.wants(session, job):
+            key = (
+                job.priority,
+                job.queue,
+                *(t.shape for t in job.tasks[: job.min_available]),
+            )
+            if key in failed or not self.wants(session, job):
                 continue
             pool = [r for r in pool if r.job.id in session.running]
-            self._make_room(session, job, pool)
+            attempts += 1
+            if self._make_room(session, job, pool):
+                failed.clear()
+            else:
+                failed.add(key)
 
     def cheap_check(self, session: Session, job: Job, lowest_priority: int) -> bool:
         """A quick necessary condition for ``job`` to have any victim."""
@@ -138,21 +164,22 @@ class _Evicting:
             and snap.evictions.get(run.job.id, 0) < self.max_evictions
         )
 
-    def _make_room(self, session: Session, job: Job, pool: list[RunningJob]) -> None:
+    def _make_room(self, session: Session, job: Job, pool: list[RunningJob]) -> bool:
+        """Evict for ``job`` and place it; whether anything was evicted."""
         order = session.profile.victim_order
         victims = [
             v for r in pool if self.eligible(session, job, r) for v in victims_of(session, r)
         ]
         if not victims:
-            return
+            return False
         # Elastic members first (the job keeps running), then whole jobs, each by cost.
         victims.sort(key=lambda v: (v.whole, order.cost(session, v.run)))
         free = int(session.state.gpu_idle.sum())
         if free + sum(v.gpu_milli for v in victims if v.whole) < job.gpu_milli:
-            return
+            return False
         chosen = _search(session, job, victims, self)
         if chosen is None:
-            return
+            return False
         reason = f"{self.reason} for {job.id}"
         for v in chosen:
             if v.whole:
@@ -164,6 +191,7 @@ class _Evicting:
         if session.place_job(job, check_quota=False).ok:
             nodes = {b.node for b in session.plan.binds[before:]}
             session.plan.nominations[job.id] = tuple(sorted(nodes))
+        return True
 
 
 def _fits(session: Session, job: Job) -> bool:
@@ -217,41 +245,52 @@ def _search(
 def _greedy(
     session: Session, job: Job, victims: list[Victim], evicting: _Evicting
 ) -> list[Victim] | None:
-    """Evict ``victims`` in order on a scratch state until ``job`` fits, then reprieve each
-    chosen victim (most GPUs first) that ``job`` can do without."""
+    """Evict ``victims`` in order on a scratch state until ``job`` fits (checked after 1, 2,
+    4, ... victims), then reprieve each chosen victim (most GPUs first) that ``job`` can do
+    without."""
     original = session.state
     scratch = original.copy()
     session.state = scratch
     try:
         taken: list[Victim] = []
         gone: set[TaskId] = set()
-        for v in victims:
-            if not v.whole and v.job.id in {t.job.id for t in taken if t.whole}:
+        whole: set[JobId] = set()
+        members: set[JobId] = set()
+        probe = 1  # fit checks after 1, 2, 4, ... victims: O(log V) placements, not O(V)
+        for i, v in enumerate(victims):
+            if not v.whole and v.job.id in whole:
                 continue
             if not evicting.still_eligible(session, v, taken):
                 continue
             if v.whole:  # a whole job subsumes its members taken before
-                taken = [t for t in taken if t.job.id != v.job.id]
+                if v.job.id in members:
+                    taken = [t for t in taken if t.job.id != v.job.id]
+                whole.add(v.job.id)
+            else:
+                members.add(v.job.id)
             for task in v.tasks:
                 if task.id not in gone:
                     scratch.release(task.id)
                     gone.add(task.id)
             taken.append(v)
-            if _fits(session, job):
-                break
+            if len(taken) >= probe or i == len(victims) - 1:
+                probe = 2 * len(taken)
+                if _fits(session, job):
+                    break
         else:
             return None
+        kept: list[Victim] = []
         for v in sorted(taken, key=lambda v: -v.gpu_milli):
             stmt = Statement(scratch)
             for task in v.tasks:
                 a = original.allocations[task.id]
                 stmt.allocate(task, a.node, a.gpus, a.gpu_milli)
             if _fits(session, job):
-                stmt.commit()
-                taken.remove(v)
+                stmt.commit()  # reprieved: the job fits without evicting it
             else:
                 stmt.rollback()
-        return taken
+                kept.append(v)
+        return kept
     finally:
         session.state = original
 
@@ -307,4 +346,6 @@ class Preempt(_Evicting):
             return False
         if run.job.queue == job.queue or session.quota is None:
             return True
-        return session.quota.within_guarantee(job.queue, job_request(job))
+        if self._within[0] != job.id:  # constant for one preemptor: computed once
+            self._within = (job.id, session.quota.within_guarantee(job.queue, job_request(job)))
+        return self._within[1]

@@ -169,6 +169,9 @@ class _User:
     estimate_factor: float | None
 
 
+_TEAM_LIMITS = {t.name: t.limit for t in TEAMS}
+
+
 class _Draw:
     """Per-job choices that need the cluster and the generator's random source."""
 
@@ -192,9 +195,18 @@ class _Draw:
             out.append(_User(team.user(k), team.name, factor if gives else None))
         return out
 
-    def user(self, kind: JobKind) -> _User:
-        names, probs = zip(*KIND_TEAMS[kind], strict=True)
-        team = str(self.rng.choice(names, p=probs))
+    def user(self, kind: JobKind, gpus: float = 0.0) -> _User:
+        """A user of a team that submits ``kind``, among the teams whose limit is at least
+        twice ``gpus`` (a job as large as its queue's limit could start only once the whole
+        queue is idle: no team submits such jobs)."""
+        total = sum(n.gpu_count for n in self.nodes)
+        fitting = [
+            (name, p)
+            for name, p in KIND_TEAMS[kind]
+            if (limit := _TEAM_LIMITS[name]) is None or limit * total >= 2 * gpus
+        ] or list(KIND_TEAMS[kind])
+        names, shares = zip(*fitting, strict=True)
+        team = str(self.rng.choice(names, p=np.asarray(shares) / sum(shares)))
         users, weights = self.users[team]
         return users[int(self.rng.choice(len(users), p=weights))]
 
@@ -311,7 +323,7 @@ def generate_workload(nodes: Sequence[Node], params: WorkloadParams, seed: int) 
             job, pclass = draw.single(JobKind.INFERENCE, f"infer-{i:05d}", duration)
         else:
             job, pclass = draw.single(JobKind.NOTEBOOK, f"nb-{i:05d}", duration)
-        user = draw.user(job.kind)
+        user = draw.user(job.kind, job.gpu_milli / MILLI_PER_GPU)
         jobs.append(
             Job(
                 job.id,
