@@ -9,16 +9,17 @@ Elastic members come first, then whole jobs, each by cost. The search:
 
 1. eligible victims ``V`` (see below), sorted; skip ``P`` if even evicting every whole job of
    ``V`` could not free enough GPU;
-2. *greedy*: on a scratch copy, evict ``V`` in order until ``P`` fits (placement uses the
-   profile's own filters and scores), then *reprieve* each chosen victim, most GPUs first, that
-   ``P`` can do without -- so the set is small and cheap;
-3. *node-local* (when ``P`` has one task left to place): the same greedy over the victims on
-   one node only, for the :data:`NODE_TRIALS` most promising nodes (enough could be freed
-   there; cheapest first victim first). A global greedy pass can spend its eligibility on
-   cheap victims in the wrong place (reclaim: a queue may lose only what it borrowed);
-4. of the sets found, the least disruptive wins: fewest whole jobs, then the lowest highest
-   priority among them, then fewest GPUs, then fewest evictions; evict it for real and place
-   ``P``.
+2. *node-local* (when ``P`` has one pod left to place): only victims on the node the pod
+   lands on matter, so every node passing the non-resource filters is tried with one-row
+   checks (free CPU, memory, GPUs with enough share; a gang spanning nodes frees its pods on
+   that node): take victims in order until the pod fits, then *reprieve* each (most GPUs
+   first) it can do without. The least disruptive set over all nodes -- fewest whole jobs,
+   then the lowest highest priority among them, then fewest GPUs, then fewest evictions -- is
+   verified once with the profile's full placement;
+3. *global greedy* (gangs, or when step 2 finds nothing): on a scratch copy, evict ``V`` in
+   order, checking with the full placement after 1, 2, 4, ... victims until ``P`` fits, then
+   reprieve as above;
+4. evict the set for real and place ``P``.
 
 Each action skips a request identical (gang shapes, priority, queue) to one that found no
 victims since the last eviction, and may be capped at ``max_attempts`` pending jobs per cycle
@@ -44,17 +45,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+from numpy.typing import NDArray
+
 from gpusched.framework import Code, RunningJob, Session, Statement
 from gpusched.framework.quota import job_request
-from gpusched.model import Job, JobId, Task, TaskId
+from gpusched.model import MILLI_PER_GPU, Job, JobId, Task, TaskId
 
-__all__ = ["NODE_TRIALS", "Preempt", "Reclaim", "Victim", "victims_of"]
+__all__ = ["Preempt", "Reclaim", "Victim", "victims_of"]
 
 Eligible = Callable[[Session, Job, RunningJob], bool]
-
-#: Nodes tried one at a time by the node-local phase of the victim search.
-NODE_TRIALS = 8
-
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Victim:
@@ -219,27 +219,119 @@ def _search(
     """A small, cheap set of victims whose eviction lets ``job`` fit (module docstring)."""
     found: list[list[Victim]] = []
     gang = [t for t in job.tasks[: job.min_available] if t.id not in session.state.allocations]
-    if len(gang) == 1:
-        # Node-local: the victims on one node at a time (the nodes where the most could be
-        # freed, and the cheapest victims live, first).
-        need = gang[0].shape.total_gpu_milli
-        idle = session.state.gpu_idle
-        on_node: dict[int, list[Victim]] = {}
-        for v in victims:
-            if len(v.nodes) == 1:
-                on_node.setdefault(next(iter(v.nodes)), []).append(v)
-        ranked = sorted(
-            (n for n, vs in on_node.items() if idle[n] + sum(v.gpu_milli for v in vs) >= need),
-            key=lambda n: _set_cost(on_node[n][:1]),
-        )
-        for node in ranked[:NODE_TRIALS]:
-            got = _greedy(session, job, on_node[node], evicting)
-            if got is not None:
-                found.append(got)
+    if len(gang) == 1 and any(f.name == _FIT for f in session.profile.filters):
+        # One pod: only the victims on the node it lands on matter, so the node-local search
+        # over every node is complete; it checks one row of the arrays per step.
+        local = _node_local(session, job, gang[0], victims, evicting)
+        if local is not None:
+            return local
     got = _greedy(session, job, victims, evicting)
     if got is not None:
         found.append(got)
     return min(found, key=_set_cost) if found else None
+
+
+_FIT = "node-resources-fit"
+
+
+class _Row:
+    """One node's free CPU, memory and per-GPU shares, as victims are taken or given back."""
+
+    __slots__ = ("allocations", "cpu", "gpu", "mem", "milli", "node", "shape")
+
+    def __init__(self, session: Session, node: int, task: Task) -> None:
+        state = session.state
+        s = task.shape
+        self.node = node
+        self.allocations = state.allocations
+        self.shape = s
+        self.milli = (
+            MILLI_PER_GPU if session.profile.gpu_as_integer and s.is_sharing else s.gpu_milli
+        )
+        self.cpu, self.mem = int(state.cpu_free[node]), int(state.mem_free[node])
+        self.gpu: NDArray[np.int32] = state.gpu_free[node].copy()
+
+    def add(self, victim: Victim, sign: int = 1) -> None:
+        for t in victim.tasks:
+            a = self.allocations[t.id]
+            if a.node != self.node:
+                continue  # a gang's pods elsewhere free nothing here
+            self.cpu += sign * a.cpu_milli
+            self.mem += sign * a.memory_mib
+            for g in a.gpus:
+                self.gpu[g] += sign * a.gpu_milli
+
+    def fits(self) -> bool:
+        s = self.shape
+        return (
+            self.cpu >= s.cpu_milli
+            and self.mem >= s.memory_mib
+            and int((self.gpu >= self.milli).sum()) >= s.num_gpu
+        )
+
+
+def _on_node(
+    session: Session, node: int, task: Task, victims: list[Victim], evicting: _Evicting
+) -> list[Victim] | None:
+    """Victims on ``node`` taken in order until ``task`` fits there, then reprieved (most GPUs
+    first) where it fits without them; ``None`` if it never fits."""
+    row = _Row(session, node, task)
+    taken: list[Victim] = []
+    for v in victims:
+        if not evicting.still_eligible(session, v, taken):
+            continue
+        if v.whole:  # a whole job subsumes its members taken before
+            for t in [t for t in taken if t.job.id == v.job.id]:
+                row.add(t, -1)
+                taken.remove(t)
+        row.add(v)
+        taken.append(v)
+        if row.fits():
+            break
+    else:
+        return None
+    kept: list[Victim] = []
+    for v in sorted(taken, key=lambda v: -v.gpu_milli):
+        row.add(v, -1)
+        if not row.fits():
+            row.add(v)
+            kept.append(v)
+    return kept
+
+
+def _node_local(
+    session: Session, job: Job, task: Task, victims: list[Victim], evicting: _Evicting
+) -> list[Victim] | None:
+    """The least disruptive set of victims on one node that lets ``task`` fit there.
+
+    Nodes must pass every filter but the resource fit (computed once); on each node with
+    victims (a gang spanning nodes is a candidate on each, freeing its pods there),
+    :func:`_on_node` checks one row of the arrays per step (``cpu``, memory and
+    ``#{g : free_g >= m} >= k``). The best set over all nodes (:func:`_set_cost`) is then
+    checked once with the profile's full placement; ``None`` if no node works or the check
+    fails (the caller falls back to the global search).
+    """
+    session.begin_job(job)
+    static = session.feasible(task, skip=_FIT)
+    on_node: dict[int, list[Victim]] = {}
+    for v in victims:
+        for node in v.nodes:
+            if static[node]:
+                on_node.setdefault(node, []).append(v)
+    best: list[Victim] | None = None
+    for node, vs in on_node.items():
+        got = _on_node(session, node, task, vs, evicting)
+        if got is not None and (best is None or _set_cost(got) < _set_cost(best)):
+            best = got
+    if best is None:
+        return None
+    original = session.state
+    session.state = scratch = original.copy()
+    try:
+        scratch.release_many(t.id for v in best for t in v.tasks)
+        return best if _fits(session, job) else None
+    finally:
+        session.state = original
 
 
 def _greedy(

@@ -195,10 +195,15 @@ class Session:
 
     # -- placing ---------------------------------------------------------------------------
 
-    def feasible(self, task: Task) -> np.ndarray:
-        """Boolean mask of nodes that pass every filter for ``task``."""
-        filters = self.profile.filters
-        mask = filters[0].filter(self.ctx, task, self.state)
+    def feasible(self, task: Task, *, skip: str | None = None) -> np.ndarray:
+        """Boolean mask of nodes that pass every filter for ``task`` (``skip``: all but the
+        filter of that name) and are not held for another job's reservation."""
+        filters = [f for f in self.profile.filters if f.name != skip]
+        mask = (
+            filters[0].filter(self.ctx, task, self.state)
+            if filters
+            else np.ones(self.state.size, dtype=bool)
+        )
         for f in filters[1:]:
             mask = mask & f.filter(self.ctx, task, self.state)
         if self.restrict is not None:
