@@ -56,6 +56,7 @@ __all__ = ["Preempt", "Reclaim", "Victim", "victims_of"]
 
 Eligible = Callable[[Session, Job, RunningJob], bool]
 
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Victim:
     """What one eviction frees: a whole running job, or one elastic member of it.
@@ -125,6 +126,7 @@ class _Evicting:
         # (shapes, priority, queue) would find none either.
         failed: set[tuple[object, ...]] = set()
         attempts = 0
+        ordered: list[Victim] | None = None  # every victim of the pool, cheapest first
         for job in session.pending_jobs():
             if self.max_attempts is not None and attempts >= self.max_attempts:
                 break
@@ -140,12 +142,20 @@ class _Evicting:
             )
             if key in failed or not self.wants(session, job):
                 continue
-            pool = [r for r in pool if r.job.id in session.running]
+            if ordered is None:
+                ordered = self._victims(session, pool)
             attempts += 1
-            if self._make_room(session, job, pool):
-                failed.clear()
-            else:
+            evicted = self._make_room(session, job, ordered)
+            if evicted is None:
                 failed.add(key)
+                continue
+            failed.clear()
+            if any(not v.whole for v in evicted):  # jobs that shrank: their victims change
+                pool = [r for r in pool if r.job.id in session.running]
+                ordered = self._victims(session, pool)
+            else:
+                gone = {v.job.id for v in evicted}
+                ordered = [v for v in ordered if v.job.id not in gone]
 
     def cheap_check(self, session: Session, job: Job, lowest_priority: int) -> bool:
         """A quick necessary condition for ``job`` to have any victim."""
@@ -164,22 +174,33 @@ class _Evicting:
             and snap.evictions.get(run.job.id, 0) < self.max_evictions
         )
 
-    def _make_room(self, session: Session, job: Job, pool: list[RunningJob]) -> bool:
-        """Evict for ``job`` and place it; whether anything was evicted."""
+    @staticmethod
+    def _victims(session: Session, pool: list[RunningJob]) -> list[Victim]:
+        """Every victim of ``pool``: elastic members first (the job keeps running), then
+        whole jobs, each by the profile's cost (fixed within a cycle)."""
         order = session.profile.victim_order
-        victims = [
-            v for r in pool if self.eligible(session, job, r) for v in victims_of(session, r)
-        ]
-        if not victims:
-            return False
-        # Elastic members first (the job keeps running), then whole jobs, each by cost.
+        victims = [v for r in pool for v in victims_of(session, r)]
         victims.sort(key=lambda v: (v.whole, order.cost(session, v.run)))
+        return victims
+
+    def _make_room(self, session: Session, job: Job, ordered: list[Victim]) -> list[Victim] | None:
+        """Evict for ``job`` and place it; the victims evicted (``None``: none found)."""
+        cache: dict[JobId, bool] = {}
+        victims = []
+        for v in ordered:
+            ok = cache.get(v.job.id)
+            if ok is None:
+                ok = cache[v.job.id] = self.eligible(session, job, v.run)
+            if ok:
+                victims.append(v)
+        if not victims:
+            return None
         free = int(session.state.gpu_idle.sum())
         if free + sum(v.gpu_milli for v in victims if v.whole) < job.gpu_milli:
-            return False
+            return None
         chosen = _search(session, job, victims, self)
         if chosen is None:
-            return False
+            return None
         reason = f"{self.reason} for {job.id}"
         for v in chosen:
             if v.whole:
@@ -191,7 +212,7 @@ class _Evicting:
         if session.place_job(job, check_quota=False).ok:
             nodes = {b.node for b in session.plan.binds[before:]}
             session.plan.nominations[job.id] = tuple(sorted(nodes))
-        return True
+        return chosen
 
 
 def _fits(session: Session, job: Job) -> bool:
