@@ -241,9 +241,7 @@ class _Draw:
         pods = gpus // per_pod
         model = (
             "H100"
-            if self.has_h100
-            and rng.random() < 0.2
-            and self.gang_fits(gpus, "H100")
+            if self.has_h100 and rng.random() < 0.2 and self.gang_fits(gpus, "H100")
             else None
         )
         cpu_cap, mem_cap = self.per_gpu_cap(per_pod, model)
