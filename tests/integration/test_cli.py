@@ -229,3 +229,32 @@ def test_bad_workload_yaml_names_the_key_line(tmp_path: Path) -> None:
     result = gpusched("simulate", "--workload", str(path))
     assert result.returncode == 2
     assert f"{path}:4: field 'jobs[0].memory'" in result.stderr
+
+
+def test_bench_gangs_runs_every_policy_and_gang_policies_never_leave_gangs_partial() -> None:
+    result = gpusched("bench", "gangs", "--jobs", "80", "--workers", "1", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = {r["policy"]: r for r in json.loads(result.stdout)["results"]}
+    assert list(rows) == ["kube-default", "fifo-gang", "gpusched", "gpusched-no-reservation"]
+    for name in ("fifo-gang", "gpusched", "gpusched-no-reservation"):
+        assert rows[name]["partially_placed_gangs_max"] == 0, name
+        assert rows[name]["idle_gpu_hours_held_by_partial_gangs"] == 0, name
+    for row in rows.values():
+        assert row["jobs"] == 80
+        assert row["preemption_loops"] == 0
+
+
+def test_bench_cycle_reports_one_timed_cycle_per_policy() -> None:
+    result = gpusched(
+        "bench", "cycle", "--nodes", "40", "--pending", "60", "--repeat", "1",
+        "--policies", "gpusched,kube-default", "--json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    assert payload["gpus"] == 320
+    assert payload["pending"] == 60
+    assert 80 <= payload["running_gpu_pct"] <= 100
+    assert [r["policy"] for r in payload["results"]] == ["gpusched", "kube-default"]
+    for r in payload["results"]:
+        assert r["median_s"] > 0
+        assert 0 <= r["jobs_left_pending"] <= 60

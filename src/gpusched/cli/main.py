@@ -388,6 +388,9 @@ def bench_gangs(
     policies: Annotated[
         str, typer.Option(help="Comma-separated; NAME-no-reservation drops backfill's hold.")
     ] = ",".join(GANG_POLICIES),
+    queues: Annotated[
+        bool, typer.Option(help="Queues and quotas from the config (off: no quota at all).")
+    ] = True,
     workers: Annotated[
         int | None, typer.Option(min=1, help="Worker processes [default: CPU count].")
     ] = None,
@@ -397,6 +400,7 @@ def bench_gangs(
     the backfill reservation)."""
     specs = gang_specs([p.strip() for p in policies.split(",") if p.strip()])
     inputs = load_inputs(cluster, None, config, seed, jobs)
+    tree = inputs.config.queues if queues else None
     with progress_bar(f"gang bench ({jobs:,} jobs)", len(specs), enabled=not as_json) as tick:
         done = [0]
 
@@ -405,13 +409,18 @@ def bench_gangs(
             tick(done[0])
 
         results = run_gang_bench(
-            inputs.nodes, inputs.jobs, inputs.config.queues, specs, seed, workers=workers,
+            inputs.nodes, inputs.jobs, tree, specs, seed, workers=workers,
             progress=step,
         )  # fmt: skip
     if as_json:
-        print(json.dumps({"workload": inputs.title, "seed": seed, "results": results}))
+        print(
+            json.dumps(
+                {"workload": inputs.title, "queues": queues, "seed": seed, "results": results}
+            )
+        )
         return
-    table = Table(title=inputs.title, title_justify="left")
+    title = inputs.title if queues else f"{inputs.title} (queues off)"
+    table = Table(title=title, title_justify="left")
     table.add_column("metric")
     for r in results:
         table.add_column(r["policy"], justify="right")
