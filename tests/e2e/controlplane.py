@@ -391,18 +391,30 @@ class ControlPlane:
         time.sleep(0.5)
         kwok.check()
 
-    def start_kube_scheduler(self, name: str = "kube-scheduler") -> Process:
-        """Start kube-scheduler (profile ``default-scheduler``) as ``system:kube-scheduler``."""
+    def start_kube_scheduler(self, name: str = "kube-scheduler", *, qps: int = 50) -> Process:
+        """Start kube-scheduler (profile ``default-scheduler``) as ``system:kube-scheduler``,
+        without leader election; ``qps`` (and burst) limit its API client (default 50, as
+        kube-scheduler's own default; raise it for throughput comparisons)."""
         pair = self.user("system:kube-scheduler")
         kubeconfig = self.write_kubeconfig("system:kube-scheduler", pair)
+        config = self.workdir / f"{name}.config.json"
+        config.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "kubescheduler.config.k8s.io/v1",
+                    "kind": "KubeSchedulerConfiguration",
+                    "clientConnection": {"kubeconfig": str(kubeconfig), "qps": qps, "burst": qps},
+                    "leaderElection": {"leaderElect": False},
+                }
+            )
+        )
         process = self._spawn(
             name,
             [
                 str(self.bin_dir / "kube-scheduler"),
-                f"--kubeconfig={kubeconfig}",
+                f"--config={config}",
                 f"--authentication-kubeconfig={kubeconfig}",
                 f"--authorization-kubeconfig={kubeconfig}",
-                "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={free_port()}",
                 f"--cert-dir={self.workdir / (name + '-certs')}",

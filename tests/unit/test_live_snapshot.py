@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from e2e.kube import POD_GROUP_LABEL, node_manifest, pod_manifest
-from gpusched.live.snapshot import Assumed, build_snapshot
+from gpusched.live.snapshot import Assumed, SnapshotMemo, build_snapshot
 from gpusched.live.translate import (
     GPUS_ANNOTATION,
     PodGroupInfo,
@@ -137,3 +137,16 @@ def test_core_binds_a_gang_all_or_nothing() -> None:
     plan = schedule(too_big.snapshot, profile)
     assert plan.binds == []
     assert "ns/g" in plan.pending
+
+
+def test_memo_reuses_tasks_and_jobs_of_unchanged_pods_only() -> None:
+    memo = SnapshotMemo()
+    a, b = pod("a"), pod("b", gpus=2)
+    first = build([a, b], memo=memo)
+    second = build([a, pod("b", gpus=2)], memo=memo)  # b re-read from a watch event
+    (job_a1, job_b1), (job_a2, job_b2) = first.snapshot.pending, second.snapshot.pending
+    assert job_a2 is job_a1
+    assert job_b2 is not job_b1
+    assert job_b2 == job_b1
+    build([b], memo=memo)
+    assert set(memo.tasks) == {"ns/b"}

@@ -32,7 +32,7 @@ from gpusched.framework import Bind, Plan, Profile
 from gpusched.live.cache import Informer
 from gpusched.live.client import ApiError, KubeClient
 from gpusched.live.metrics import Metrics
-from gpusched.live.snapshot import Assumed, LiveSnapshot, build_snapshot
+from gpusched.live.snapshot import Assumed, LiveSnapshot, SnapshotMemo, build_snapshot
 from gpusched.live.translate import (
     GPU_MILLI_ANNOTATION,
     GPUS_ANNOTATION,
@@ -111,6 +111,7 @@ class LiveScheduler:
         self.podgroups: Informer[PodGroupInfo] = Informer(
             client, PODGROUPS_PATH, podgroup_from_k8s, on_change=wake
         )
+        self._memo = SnapshotMemo()
         self._assumed: dict[str, tuple[Assumed, float]] = {}
         self._reported: dict[str, tuple[str, float]] = {}
         self._threads: list[threading.Thread] = []
@@ -175,6 +176,7 @@ class LiveScheduler:
             seed=((self.options.seed * _SEED_MIX) ^ self.cycles) & _MASK,
             assumed=self._live_assumed(pods),
             groups_served=self.podgroups.served,
+            memo=self._memo,
         )
         self.cycles += 1
         result = CycleResult(pending_jobs=len(live.snapshot.pending))

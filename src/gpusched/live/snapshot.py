@@ -31,7 +31,7 @@ from gpusched.framework import ClusterState, RunningJob, Snapshot
 from gpusched.live.translate import PodGroupInfo, PodInfo
 from gpusched.model import Job, JobId, Node, NodeName, Task, TaskId, TaskShape
 
-__all__ = ["Assumed", "LiveSnapshot", "build_snapshot"]
+__all__ = ["Assumed", "LiveSnapshot", "SnapshotMemo", "build_snapshot"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +42,48 @@ class Assumed:
     gpus: tuple[int, ...]
     gpu_milli: int
     uid: str
+
+
+@dataclass(slots=True)
+class SnapshotMemo:
+    """Tasks and one-pod jobs built in earlier cycles, reused while their pod is unchanged.
+
+    Pods in the cache are immutable values replaced on every watch event, so "unchanged" is
+    object identity. Building a Task and a Job costs tens of microseconds; with thousands of
+    pods that is most of a snapshot. Entries of pods not seen in a cycle are dropped.
+    """
+
+    tasks: dict[str, tuple[PodInfo, Task]] = field(default_factory=dict)
+    jobs: dict[str, tuple[PodInfo, Job]] = field(default_factory=dict)
+
+    def task(self, pod: PodInfo) -> Task:
+        hit = self.tasks.get(pod.key)
+        if hit is not None and hit[0] is pod:
+            return hit[1]
+        task = Task(TaskId(pod.key), _job_id(pod), _shape(pod))
+        self.tasks[pod.key] = (pod, task)
+        return task
+
+    def single_job(self, pod: PodInfo) -> Job:
+        """The job of a pod outside any gang (its only task is the pod)."""
+        hit = self.jobs.get(pod.key)
+        if hit is not None and hit[0] is pod:
+            return hit[1]
+        job = Job(
+            id=_job_id(pod),
+            tasks=(self.task(pod),),
+            min_available=1,
+            priority=pod.priority,
+            submit_time=pod.created,
+        )
+        self.jobs[pod.key] = (pod, job)
+        return job
+
+    def keep_only(self, keys: set[str]) -> None:
+        if len(self.tasks) > len(keys):
+            self.tasks = {k: v for k, v in self.tasks.items() if k in keys}
+        if len(self.jobs) > len(keys):
+            self.jobs = {k: v for k, v in self.jobs.items() if k in keys}
 
 
 @dataclass(slots=True)
@@ -121,6 +163,27 @@ def _gang_size(
     return group.min_member, ""
 
 
+def _job(
+    job_id: JobId,
+    pods: list[PodInfo],
+    min_available: int,
+    bound_ids: set[TaskId],
+    memo: SnapshotMemo,
+) -> tuple[list[PodInfo], Job]:
+    """The job of ``pods`` (bound members first) and the pods in task order."""
+    if not pods[0].group:
+        return pods, memo.single_job(pods[0])
+    ordered = sorted(pods, key=lambda p: (TaskId(p.key) not in bound_ids, p.name))
+    job = Job(
+        id=job_id,
+        tasks=tuple(memo.task(p) for p in ordered),
+        min_available=min_available,
+        priority=max(p.priority for p in pods),
+        submit_time=min(p.created for p in pods),
+    )
+    return ordered, job
+
+
 def build_snapshot(
     nodes: Iterable[Node],
     pods: Iterable[PodInfo],
@@ -131,9 +194,11 @@ def build_snapshot(
     seed: int = 0,
     assumed: Mapping[str, Assumed] | None = None,
     groups_served: bool = True,
+    memo: SnapshotMemo | None = None,
 ) -> LiveSnapshot:
     """Build one cycle's snapshot (see the module docstring)."""
     assumed = assumed or {}
+    memo = memo if memo is not None else SnapshotMemo()
     state = ClusterState.from_nodes(sorted(nodes, key=lambda n: n.name))
     out = LiveSnapshot(Snapshot(state, ()))
     bound: list[tuple[PodInfo, str, tuple[int, ...] | None]] = []
@@ -159,7 +224,7 @@ def build_snapshot(
 
     bound_ids: set[TaskId] = set()
     for pod, node, gpus in bound:
-        task = Task(TaskId(pod.key), _job_id(pod), _shape(pod))
+        task = memo.task(pod)
         if _charge(state, task, node, gpus):
             bound_ids.add(task.id)
             out.pods[task.id] = pod
@@ -179,15 +244,7 @@ def build_snapshot(
             for p in waiting:
                 out.problems[p.key] = (p, problem)
             continue
-        ordered = sorted(pods_of_job, key=lambda p: (TaskId(p.key) not in bound_ids, p.name))
-        tasks = tuple(Task(TaskId(p.key), job_id, _shape(p)) for p in ordered)
-        job = Job(
-            id=job_id,
-            tasks=tasks,
-            min_available=min_available,
-            priority=max(p.priority for p in pods_of_job),
-            submit_time=min(p.created for p in pods_of_job),
-        )
+        ordered, job = _job(job_id, pods_of_job, min_available, bound_ids, memo)
         out.job_pods[job_id] = ordered
         for p in waiting:
             out.pods[TaskId(p.key)] = p
@@ -198,6 +255,7 @@ def build_snapshot(
             start = min(p.started or p.created for p in pods_of_job)
             running[job_id] = RunningJob(job, start)
     jobs.sort(key=lambda j: (j[0], j[1]))
+    memo.keep_only({str(t) for t in out.pods})
     out.snapshot = Snapshot(
         state, tuple(j for _, _, j in jobs), now=now, seed=seed, running=running
     )

@@ -1,0 +1,352 @@
+"""gpusched vs kube-scheduler on one kwok cluster, on the real control plane (docs/live.md).
+
+    .venv/bin/python scripts/bench_live.py --nodes 1000 --pods 10000 --gangs 1000
+
+One control plane (etcd, kube-apiserver with request limits and priority-and-fairness off,
+kwok) and one set of fake nodes (8 GPUs each) serve every run; between runs all pods are
+deleted. For each scheduler:
+
+* **plain**: ``--pods`` single-GPU pods created by 32 client threads; measured: pods bound,
+  pods bound per second (bound / (last bind seen - first create sent)), create-to-bound latency
+  p50/p99 (client clock: POST sent -> watch shows ``spec.nodeName``). Pods beyond the GPU
+  capacity stay pending.
+* **gangs**: ``--gangs`` PodGroups of ``--gang-size`` pods of ``--gang-gpus`` GPUs each (by
+  default twice the capacity, so not every gang can run); measured: gangs complete, gangs
+  partially placed at the end and at most at once (replaying the binds in the order seen),
+  GPUs held by partial gangs at the end, and bind throughput.
+
+kube-scheduler runs with its client QPS and burst raised to 5000 (``--kube-qps``); it ignores
+PodGroups, so its gang numbers show what pod-by-pod scheduling does to gangs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from e2e.controlplane import ControlPlane, binaries  # noqa: E402
+from e2e.kube import POD_GROUP_LABEL, check, node_manifest, pod_manifest  # noqa: E402
+
+JsonObj = dict[str, Any]
+NS = "bench"
+
+
+class Recorder:
+    """Watches pods in the bench namespace; remembers when each was first seen bound."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane = plane
+        self.bound: dict[str, float] = {}
+        self.order: list[str] = []
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        with self.plane.client(timeout_s=600) as http:
+            listing = check(http.get(f"/api/v1/namespaces/{NS}/pods"))
+            rv = listing["metadata"]["resourceVersion"]
+            while not self.stop.is_set():
+                params = {
+                    "watch": "true",
+                    "resourceVersion": rv,
+                    "timeoutSeconds": "60",
+                    "allowWatchBookmarks": "true",
+                }
+                with http.stream("GET", f"/api/v1/namespaces/{NS}/pods", params=params) as r:
+                    for line in r.iter_lines():
+                        if self.stop.is_set():
+                            return
+                        if not line:
+                            continue
+                        event = json.loads(line)
+                        obj = event["object"]
+                        rv = obj["metadata"].get("resourceVersion", rv)
+                        name = obj["metadata"].get("name")
+                        if event["type"] in ("ADDED", "MODIFIED") and obj.get("spec", {}).get(
+                            "nodeName"
+                        ):
+                            with self.lock:
+                                if name not in self.bound:
+                                    self.bound[name] = time.time()
+                                    self.order.append(name)
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.bound)
+
+
+def create_all(http: httpx.Client, path: str, objects: list[JsonObj]) -> dict[str, float]:
+    sent: dict[str, float] = {}
+
+    def one(obj: JsonObj) -> None:
+        sent[obj["metadata"]["name"]] = time.time()
+        response = http.post(path, json=obj)
+        if response.status_code >= 300:
+            raise RuntimeError(f"create {obj['metadata']['name']}: {response.text[:300]}")
+
+    with ThreadPoolExecutor(32) as pool:
+        list(pool.map(one, objects))
+    return sent
+
+
+def wait_bound(recorder: Recorder, target: int, stall_s: float) -> None:
+    last, last_change = -1, time.monotonic()
+    while recorder.count() < target:
+        now = recorder.count()
+        if now != last:
+            last, last_change = now, time.monotonic()
+        elif time.monotonic() - last_change > stall_s:
+            return
+        time.sleep(0.5)
+
+
+def clear_namespace(http: httpx.Client) -> None:
+    """Delete every pod and PodGroup of the bench namespace; a delete-collection of thousands
+    of pods can outlast the apiserver's 60 s request timeout, so it is repeated until empty."""
+    groups = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{NS}/podgroups"
+    pods = f"/api/v1/namespaces/{NS}/pods"
+    while True:
+        for path in (pods, groups):
+            with contextlib.suppress(httpx.HTTPError):
+                http.delete(path, params={"gracePeriodSeconds": "0"})
+        if not check(http.get(pods, params={"limit": "1"}))["items"]:
+            return
+        time.sleep(1)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def start_scheduler(plane: ControlPlane, which: str, qps: int, log: Path) -> Any:
+    if which == "kube-scheduler":
+        return plane.start_kube_scheduler(f"bench-kube-scheduler-{time.time_ns()}", qps=qps)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from gpusched.cli.main import main; main()",
+            "run",
+            "--kubeconfig",
+            str(plane.kubeconfig),
+            "--no-leader-elect",
+            "--metrics-address",
+            "",
+        ],
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def stop_scheduler(process: Any) -> None:
+    if hasattr(process, "popen"):
+        process.stop()
+    else:
+        process.terminate()
+        process.wait(60)
+
+
+def scheduler_name(which: str) -> str:
+    return "default-scheduler" if which == "kube-scheduler" else "gpusched"
+
+
+def run_plain(
+    plane: ControlPlane, http: httpx.Client, which: str, args: argparse.Namespace
+) -> JsonObj:
+    recorder = Recorder(plane)
+    recorder.start()
+    time.sleep(0.5)
+    sched = start_scheduler(plane, which, args.kube_qps, plane.workdir / f"bench-{which}.log")
+    time.sleep(2)
+    pods = [
+        pod_manifest(f"p{i}", gpus=1, cpu="100m", memory="256Mi", scheduler=scheduler_name(which))
+        for i in range(args.pods)
+    ]
+    t0 = time.time()
+    sent = create_all(http, f"/api/v1/namespaces/{NS}/pods", pods)
+    created_s = time.time() - t0
+    capacity = args.nodes * args.gpus
+    wait_bound(recorder, min(args.pods, capacity), args.stall)
+    recorder.stop.set()
+    stop_scheduler(sched)
+    lat = [recorder.bound[n] - sent[n] for n in recorder.bound]
+    span = max(recorder.bound.values()) - min(sent.values()) if recorder.bound else float("nan")
+    result = {
+        "scheduler": which,
+        "phase": "plain",
+        "pods": args.pods,
+        "bound": len(recorder.bound),
+        "create_s": round(created_s, 1),
+        "bound_per_s": round(len(recorder.bound) / span, 1),
+        "latency_p50_s": round(percentile(lat, 0.5), 2),
+        "latency_p99_s": round(percentile(lat, 0.99), 2),
+        "mean_latency_s": round(statistics.fmean(lat), 2) if lat else None,
+    }
+    print(json.dumps(result), flush=True)
+    clear_namespace(http)
+    return result
+
+
+def run_gangs(
+    plane: ControlPlane, http: httpx.Client, which: str, args: argparse.Namespace
+) -> JsonObj:
+    recorder = Recorder(plane)
+    recorder.start()
+    time.sleep(0.5)
+    groups = [
+        {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": f"g{g}", "namespace": NS},
+            "spec": {"minMember": args.gang_size},
+        }
+        for g in range(args.gangs)
+    ]
+    create_all(http, f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{NS}/podgroups", groups)
+    sched = start_scheduler(plane, which, args.kube_qps, plane.workdir / f"bench-{which}-gangs.log")
+    time.sleep(2)
+    pods = [
+        pod_manifest(
+            f"g{g}-{m}",
+            gpus=args.gang_gpus,
+            cpu="100m",
+            memory="256Mi",
+            scheduler=scheduler_name(which),
+            labels={POD_GROUP_LABEL: f"g{g}"},
+        )
+        for g in range(args.gangs)
+        for m in range(args.gang_size)
+    ]
+    sent = create_all(http, f"/api/v1/namespaces/{NS}/pods", pods)
+    capacity_pods = args.nodes * (args.gpus // args.gang_gpus)
+    wait_bound(recorder, min(len(pods), capacity_pods), args.stall)
+    recorder.stop.set()
+    stop_scheduler(sched)
+    members: dict[str, int] = {}
+    partial_now, partial_max = 0, 0
+    for name in recorder.order:  # replay binds in the order seen
+        gang = name.rsplit("-", 1)[0]
+        before = members.get(gang, 0)
+        members[gang] = before + 1
+        if before == 0 and args.gang_size > 1:
+            partial_now += 1
+        if members[gang] == args.gang_size:
+            partial_now -= 1
+        partial_max = max(partial_max, partial_now)
+    complete = sum(1 for m in members.values() if m == args.gang_size)
+    partial = sum(1 for m in members.values() if 0 < m < args.gang_size)
+    held = sum(m for m in members.values() if m < args.gang_size) * args.gang_gpus
+    span = max(recorder.bound.values()) - min(sent.values()) if recorder.bound else float("nan")
+    result = {
+        "scheduler": which,
+        "phase": "gangs",
+        "gangs": args.gangs,
+        "gang_size": args.gang_size,
+        "gpus_per_pod": args.gang_gpus,
+        "pods_bound": len(recorder.bound),
+        "gangs_complete": complete,
+        "gangs_partial_at_end": partial,
+        "gangs_partial_max": partial_max,
+        "gpus_held_by_partial_gangs": held,
+        "bound_per_s": round(len(recorder.bound) / span, 1),
+    }
+    print(json.dumps(result), flush=True)
+    clear_namespace(http)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--pods", type=int, default=10000)
+    parser.add_argument("--gangs", type=int, default=1000)
+    parser.add_argument("--gang-size", type=int, default=4)
+    parser.add_argument("--gang-gpus", type=int, default=4)
+    parser.add_argument("--schedulers", default="gpusched,kube-scheduler")
+    parser.add_argument("--phases", default="plain,gangs")
+    parser.add_argument("--kube-qps", type=int, default=5000)
+    parser.add_argument(
+        "--stall",
+        type=float,
+        default=30.0,
+        help="stop waiting after this many seconds without a new bind",
+    )
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/gpusched-bench"))
+    args = parser.parse_args()
+
+    plane = ControlPlane(binaries(), args.workdir)
+    plane.start(
+        apiserver_args=(
+            "--max-requests-inflight=0",
+            "--max-mutating-requests-inflight=0",
+            "--enable-priority-and-fairness=false",
+        )
+    )
+    results = []
+    try:
+        with plane.client(timeout_s=120) as http:
+            plane.kubectl("apply", "--server-side", "-f", str(REPO / "deploy" / "crds"))
+            plane.kubectl(
+                "wait",
+                "--for=condition=Established",
+                "crd/podgroups.scheduling.x-k8s.io",
+                "--timeout=60s",
+            )
+            check(http.post("/api/v1/namespaces", json={"metadata": {"name": NS}}))
+            check(
+                http.post(
+                    f"/api/v1/namespaces/{NS}/serviceaccounts",
+                    json={"metadata": {"name": "default"}},
+                )
+            )
+            t0 = time.time()
+            create_all(
+                http,
+                "/api/v1/nodes",
+                [node_manifest(f"n{i:04d}", gpus=args.gpus) for i in range(args.nodes)],
+            )
+            while True:
+                nodes = check(http.get("/api/v1/nodes"))["items"]
+                ready = sum(
+                    1
+                    for n in nodes
+                    for c in n.get("status", {}).get("conditions") or []
+                    if c["type"] == "Ready" and c["status"] == "True"
+                )
+                if ready >= args.nodes:
+                    break
+                time.sleep(1)
+            print(f"{args.nodes} nodes Ready in {time.time() - t0:.1f} s", flush=True)
+            for which in args.schedulers.split(","):
+                for phase in args.phases.split(","):
+                    run = run_plain if phase == "plain" else run_gangs
+                    results.append(run(plane, http, which, args))
+    finally:
+        plane.stop()
+    print(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
