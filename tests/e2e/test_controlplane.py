@@ -4,6 +4,7 @@ subresource behaves as the live scheduler relies on, and kube-scheduler binds as
 from __future__ import annotations
 
 import ssl
+import time
 
 import httpx
 import pytest
@@ -94,3 +95,19 @@ def test_kube_scheduler_binds_a_gpu_pod(
         assert bound["spec"]["nodeName"] in {n["metadata"]["name"] for n in nodes}
     finally:
         scheduler.stop()
+
+
+def test_kwok_completes_a_pod_after_its_annotated_runtime(
+    kube: httpx.Client, namespace: str, gpu_nodes: NodeFactory
+) -> None:
+    (node,) = gpu_nodes(1)
+    manifest = pod_manifest("job", annotations={"gpusched.dev/kwok-runtime": "2s"})
+    pod = check(kube.post(pods_path(namespace), json=manifest))
+    started = time.monotonic()
+    assert bind(kube, namespace, "job", pod["metadata"]["uid"], node["metadata"]["name"]).is_success
+    done = wait_for(
+        kube, pods_path(namespace), "job", lambda p: p["status"].get("phase") == "Succeeded", 30
+    )
+    took = time.monotonic() - started
+    assert 2 <= took < 15, f"completed after {took:.1f} s; the annotation says 2 s"
+    assert done["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"

@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from gpusched.framework import Bind, Plan, Profile
@@ -112,6 +112,7 @@ class LiveScheduler:
             client, PODGROUPS_PATH, podgroup_from_k8s, on_change=wake
         )
         self._memo = SnapshotMemo()
+        self._writes: list[Future[None]] = []
         self._assumed: dict[str, tuple[Assumed, float]] = {}
         self._reported: dict[str, tuple[str, float]] = {}
         self._threads: list[threading.Thread] = []
@@ -179,16 +180,36 @@ class LiveScheduler:
             memo=self._memo,
         )
         self.cycles += 1
+        built = time.perf_counter()
         result = CycleResult(pending_jobs=len(live.snapshot.pending))
         for pod, problem in live.problems.values():
             self._report(pod, problem, result)
+        planned = built
         if live.snapshot.pending:
-            t0 = time.perf_counter()
             plan = schedule(live.snapshot, self.profile)
-            self.metrics.schedule_seconds.observe(time.perf_counter() - t0)
+            planned = time.perf_counter()
+            self.metrics.schedule_seconds.observe(planned - built)
             self._apply(live, plan, result)
+        for write in self._writes:  # conditions, events, nominations sent from the pool
+            write.result()
+        self._writes.clear()
         self._observe(live, result)
-        self.metrics.cycle_seconds.observe(time.perf_counter() - started)
+        done = time.perf_counter()
+        self.metrics.cycle_seconds.observe(done - started)
+        if result.bound or result.failed or result.evicted:
+            log.info(
+                "cycle %d: %d pending jobs; bound %d, failed %d, evicted %d, unschedulable %d; "
+                "snapshot %.3f s, schedule %.3f s, apply %.3f s",
+                self.cycles,
+                result.pending_jobs,
+                len(result.bound),
+                len(result.failed),
+                len(result.evicted),
+                len(result.unschedulable),
+                built - started,
+                planned - built,
+                done - planned,
+            )
         return result
 
     def _live_assumed(self, pods: dict[str, PodInfo]) -> dict[str, Assumed]:
@@ -305,6 +326,10 @@ class LiveScheduler:
         if same_on_pod or (last is not None and now - last[1] < self.options.report_interval_s):
             return
         self._reported[pod.key] = (message, now)
+        event = last is None or last[0] != message
+        self._writes.append(self._pool.submit(self._write_unschedulable, pod, message, event))
+
+    def _write_unschedulable(self, pod: PodInfo, message: str, event: bool) -> None:
         patch = {
             "status": {
                 "conditions": [
@@ -324,7 +349,7 @@ class LiveScheduler:
             )
         except ApiError as exc:
             log.warning("condition on %s: %s", pod.key, exc)
-        if last is None or last[0] != message:
+        if event:
             self._event(pod, "Warning", "FailedScheduling", message)
 
     def _event(self, pod: PodInfo, kind: str, reason: str, message: str) -> None:
