@@ -19,7 +19,8 @@ For a job ``j`` of queue ``q`` requesting ``r`` (over every resource ``x`` named
   over leaf queues ``p``, where ``C`` is the cluster's capacity: free capacity not promised to
   anyone, plus the part of *other* queues' idle guarantees that their owners lend (all of it
   when no lending limit is set). A queue's own lending limit never stops it from using its
-  own guarantee.
+  own guarantee. A job that cannot be preempted never borrows (borrowed GPUs must stay
+  reclaimable): it runs only within its queue's guarantee.
 * **fair share:** ``share_q = max_x (U_q[x] + H_q[x]) / C[x] / weight_q`` -- weighted dominant
   resource share of current usage ``U`` plus decayed past usage ``H`` (supplied by the driver).
 """
@@ -203,6 +204,15 @@ class QuotaBook:
             room = max(0, self.tree[q].guaranteed[resource] - self.usage[q][resource])
             worst = max(worst, req[resource] - room)
         return worst
+
+    def beyond_guarantee_when_idle(
+        self, queue: QueueName, req: Resources, resource: str = GPU
+    ) -> int:
+        """``max_{a in path(q)} max(0, r - G_a)``: what ``req`` would borrow with the queues on
+        its path idle."""
+        return max(
+            max(0, req[resource] - self.tree[q].guaranteed[resource]) for q in self.tree.path(queue)
+        )
 
     def may_borrow(self, queue: QueueName, req: Resources) -> bool:
         """Whether the part of ``req`` beyond ``queue``'s guarantees fits the pool

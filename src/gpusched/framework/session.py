@@ -415,7 +415,7 @@ class Session:
                 # A job placed by eviction (check_quota=False) must stay within its guarantee,
                 # so its members may not borrow (it could be reclaimed back: a loop).
                 req = job_request(job, tasks=[*members, task])
-                if self._quota_problem(job.queue, req, borrow=check_quota):
+                if self._quota_problem(job.queue, req, borrow=check_quota and job.preemptible):
                     break
             single = Statement(self.state)
             if self.place_task(task, single).ok:
@@ -525,7 +525,17 @@ class Session:
         never = quota.never_fits(job.queue, req)
         if never is not None:
             return Status(Code.UNRESOLVABLE, (never,))
-        problem = self._quota_problem(job.queue, req)
+        if not job.preemptible and quota.beyond_guarantee_when_idle(job.queue, req) > 0:
+            return Status(
+                Code.UNRESOLVABLE,
+                (
+                    f"the job cannot be preempted, so it runs only within queue "
+                    f"{job.queue!r}'s guarantee, and needs "
+                    f"{quota.beyond_guarantee_when_idle(job.queue, req) / 1000:g} GPUs beyond "
+                    "it even with the queue idle: make it preemptible or raise the guarantee",
+                ),
+            )
+        problem = self._quota_problem(job.queue, req, borrow=job.preemptible)
         return None if problem is None else Status(Code.UNSCHEDULABLE, (problem,))
 
     def _quota_problem(
@@ -537,7 +547,14 @@ class Session:
         over = quota.over_limit(queue, req)
         if over is not None:
             return over
-        if not quota.within_guarantee(queue, req) and not (borrow and quota.may_borrow(queue, req)):
+        if not quota.within_guarantee(queue, req) and not borrow:
+            return (
+                f"{quota.describe(queue)}; the job needs "
+                f"{quota.beyond_guarantee(queue, req) / 1000:g} GPUs beyond it, and a job "
+                "that cannot be preempted runs only within its queue's guarantee (borrowed "
+                "GPUs must stay reclaimable)"
+            )
+        if not quota.within_guarantee(queue, req) and not quota.may_borrow(queue, req):
             return (
                 f"{quota.describe(queue)}; the job needs "
                 f"{quota.beyond_guarantee(queue, req) / 1000:g} GPUs beyond it and only "
