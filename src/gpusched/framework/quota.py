@@ -19,8 +19,9 @@ For a job ``j`` of queue ``q`` requesting ``r`` (over every resource ``x`` named
   over leaf queues ``p``, where ``C`` is the cluster's capacity: free capacity not promised to
   anyone, plus the part of *other* queues' idle guarantees that their owners lend (all of it
   when no lending limit is set). A queue's own lending limit never stops it from using its
-  own guarantee. A job that cannot be preempted never borrows (borrowed GPUs must stay
-  reclaimable): it runs only within its queue's guarantee.
+  own guarantee. A job that cannot be preempted borrows only capacity promised to no one
+  (the pool without the lending term): it could never be reclaimed, so it must never sit on
+  another queue's guarantee.
 * **fair share:** ``share_q = max_x (U_q[x] + H_q[x]) / C[x] / weight_q`` -- weighted dominant
   resource share of current usage ``U`` plus decayed past usage ``H`` (supplied by the driver).
 """
@@ -177,16 +178,19 @@ class QuotaBook:
                     return False
         return True
 
-    def borrowable(self, queue: QueueName | None = None, resource: str = GPU) -> int:
+    def borrowable(
+        self, queue: QueueName | None = None, resource: str = GPU, *, lent: bool = True
+    ) -> int:
         """The pool ``B_q[resource]`` that ``queue`` may borrow from (module docstring); with
-        no queue, what anyone could borrow from all lent idle guarantees."""
+        no queue, what anyone could borrow from all lent idle guarantees. ``lent=False``: only
+        capacity promised to no one (what a job that cannot be preempted may borrow)."""
         own = set(self.tree.path(queue)) if queue is not None and queue in self.tree else set()
         pool = self.capacity[resource]
         for q in self.tree.leaves():
             spec = self.tree[q]
             g, u = spec.guaranteed[resource], self.usage[q][resource]
             pool -= max(g, u)
-            if q in own:
+            if q in own or not lent:
                 continue  # the queue's own idle guarantee is used, not borrowed
             lend = (
                 g
@@ -214,14 +218,15 @@ class QuotaBook:
             max(0, req[resource] - self.tree[q].guaranteed[resource]) for q in self.tree.path(queue)
         )
 
-    def may_borrow(self, queue: QueueName, req: Resources) -> bool:
+    def may_borrow(self, queue: QueueName, req: Resources, *, lent: bool = True) -> bool:
         """Whether the part of ``req`` beyond ``queue``'s guarantees fits the pool
-        ``B_q``: ``b <= B_q`` (module docstring)."""
-        return self.beyond_guarantee(queue, req) <= self.borrowable(queue)
+        ``B_q``: ``b <= B_q`` (module docstring; ``lent=False``: unpromised capacity only)."""
+        return self.beyond_guarantee(queue, req) <= self.borrowable(queue, lent=lent)
 
-    def borrowed(self, queue: QueueName) -> int:
-        """GPU milli ``queue`` uses beyond its guarantee."""
-        return max(0, self.usage[queue][GPU] - self.tree[queue].guaranteed[GPU])
+    def borrowed(self, queue: QueueName, resource: str = GPU) -> int:
+        """How much of ``resource`` (GPU milli by default; ``gpu/<MODEL>`` for one model)
+        ``queue`` uses beyond its guarantee of it."""
+        return max(0, self.usage[queue][resource] - self.tree[queue].guaranteed[resource])
 
     def share(self, queue: QueueName) -> float:
         """Weighted dominant share of ``queue`` (current plus decayed usage)."""

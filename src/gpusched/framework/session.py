@@ -415,7 +415,7 @@ class Session:
                 # A job placed by eviction (check_quota=False) must stay within its guarantee,
                 # so its members may not borrow (it could be reclaimed back: a loop).
                 req = job_request(job, tasks=[*members, task])
-                if self._quota_problem(job.queue, req, borrow=check_quota and job.preemptible):
+                if self._quota_problem(job.queue, req, borrow=check_quota, lent=job.preemptible):
                     break
             single = Statement(self.state)
             if self.place_task(task, single).ok:
@@ -525,21 +525,11 @@ class Session:
         never = quota.never_fits(job.queue, req)
         if never is not None:
             return Status(Code.UNRESOLVABLE, (never,))
-        if not job.preemptible and quota.beyond_guarantee_when_idle(job.queue, req) > 0:
-            return Status(
-                Code.UNRESOLVABLE,
-                (
-                    f"the job cannot be preempted, so it runs only within queue "
-                    f"{job.queue!r}'s guarantee, and needs "
-                    f"{quota.beyond_guarantee_when_idle(job.queue, req) / 1000:g} GPUs beyond "
-                    "it even with the queue idle: make it preemptible or raise the guarantee",
-                ),
-            )
-        problem = self._quota_problem(job.queue, req, borrow=job.preemptible)
+        problem = self._quota_problem(job.queue, req, lent=job.preemptible)
         return None if problem is None else Status(Code.UNSCHEDULABLE, (problem,))
 
     def _quota_problem(
-        self, queue: QueueName, req: Resources, *, borrow: bool = True
+        self, queue: QueueName, req: Resources, *, borrow: bool = True, lent: bool = True
     ) -> str | None:
         """Why ``req`` may not be charged to ``queue`` now (limit, or borrowing), or ``None``."""
         quota = self.quota
@@ -549,16 +539,19 @@ class Session:
             return over
         if not quota.within_guarantee(queue, req) and not borrow:
             return (
-                f"{quota.describe(queue)}; the job needs "
-                f"{quota.beyond_guarantee(queue, req) / 1000:g} GPUs beyond it, and a job "
-                "that cannot be preempted runs only within its queue's guarantee (borrowed "
-                "GPUs must stay reclaimable)"
+                f"{quota.describe(queue)}; the job was placed by eviction and must stay "
+                "within its guarantee"
             )
-        if not quota.within_guarantee(queue, req) and not quota.may_borrow(queue, req):
+        if not quota.within_guarantee(queue, req) and not quota.may_borrow(queue, req, lent=lent):
+            what = (
+                "can be borrowed now"
+                if lent
+                else ("is promised to no queue (a job that cannot be preempted borrows only that)")
+            )
             return (
                 f"{quota.describe(queue)}; the job needs "
                 f"{quota.beyond_guarantee(queue, req) / 1000:g} GPUs beyond it and only "
-                f"{max(quota.borrowable(queue), 0) / 1000:g} can be borrowed now"
+                f"{max(quota.borrowable(queue, lent=lent), 0) / 1000:g} {what}"
             )
         return None
 

@@ -26,7 +26,8 @@ cluster only drains, which says nothing about the policy):
 * ``jain_fairness``: Jain's index over leaf queues with demand of ``x_q`` = time-average GPU
   usage / weight: ``(SUM x)^2 / (n * SUM x^2)`` (1 = perfectly weighted-fair);
 * ``quota_guarantee_violations``: jobs that waited more than ``grace_s`` while within their
-  queue's guarantee and other queues borrowed at least their GPU request;
+  queue's guarantee and other queues borrowed at least their GPU request (of the job's GPU
+  model, when it asks for one);
 * ``unplaced`` jobs by status code with the most common reason;
 * ``multi_gpu_tasks_on_best_connected_set_pct``: of the tasks with 2 or more GPUs bound on nodes
   with a GPU topology, the share whose GPUs were a best-connected set among those free just
@@ -140,13 +141,18 @@ class RunMetrics:
         book = QuotaBook(
             tree, sim.state, ((r.job.queue, job_request(r.job)) for r in sim.running.values())
         )
-        borrowed = sum(book.borrowed(q) for q in tree.leaves())
+        borrowed: dict[str, int] = {}
         for job in sim.pending:
             if job.queue not in tree:
                 continue
             req = job_request(job)
-            others = borrowed - book.borrowed(job.queue)
-            if book.within_guarantee(job.queue, req) and others >= req[GPU] > 0:
+            # A job bound to one GPU model is owed that model: count what others borrow of it.
+            models = [x for x in req if x.startswith(f"{GPU}/")]
+            resource = models[0] if len(models) == 1 else GPU
+            if resource not in borrowed:
+                borrowed[resource] = sum(book.borrowed(q, resource) for q in tree.leaves())
+            others = borrowed[resource] - book.borrowed(job.queue, resource)
+            if book.within_guarantee(job.queue, req) and others >= req[resource] > 0:
                 since = self._waiting_since.setdefault(job.id, sim.now)
                 if sim.now - since > self.grace_s:
                     self.violations.add(job.id)
