@@ -118,6 +118,7 @@ class _Evicting:
         raise NotImplementedError
 
     def execute(self, session: Session) -> None:
+        self._within = (None, False)  # per-preemptor memo; quota differs between cycles
         pool = [r for r in session.running.values() if self._base_eligible(session, r)]
         if not pool:
             return

@@ -60,11 +60,12 @@ class CycleSetup:
     running_gpu_pct: float
 
 
-def _fits(state: ClusterState, job: Job) -> list[tuple[int, tuple[int, ...]]] | None:
+def _fits(
+    state: ClusterState, job: Job, rng: np.random.Generator
+) -> list[tuple[int, tuple[int, ...]]] | None:
     """Random-node placement of every task of ``job`` in ``state`` (charged as it goes); ``None``
     (and nothing charged) if some task finds no node."""
     placed: list[tuple[int, tuple[int, ...]]] = []
-    rng = np.random.default_rng(len(state.allocations))
     for task in job.tasks:
         s = task.shape
         ok = (state.cpu_free >= s.cpu_milli) & (state.mem_free >= s.memory_mib)
@@ -108,13 +109,14 @@ def build_cycle_setup(
     assert tree is not None
     limits = {q.name: q.limit[GPU] for q in tree if q.limit is not None and GPU in q.limit}
     used: dict[str, int] = {}
+    rng = np.random.default_rng(seed)
     running: dict[JobId, RunningJob] = {}
     rest: list[Job] = []
     for job in jobs:
         room = not queues or used.get(job.queue, 0) + job.gpu_milli <= limits.get(
             job.queue, capacity
         )
-        if room and state.used_gpu_milli < capacity * fill and _fits(state, job) is not None:
+        if room and state.used_gpu_milli < capacity * fill and _fits(state, job, rng) is not None:
             running[job.id] = RunningJob(job, start=0.0)
             used[job.queue] = used.get(job.queue, 0) + job.gpu_milli
         else:
