@@ -11,7 +11,7 @@
 - ``gpu_nodes`` (function): a factory for kwok nodes with ``nvidia.com/gpu`` capacity and GFD
   labels, waiting until kwok marks them Ready; they are deleted afterwards.
 
-Binaries: ``hack/controlplane/build.sh`` builds them on first use (about 20 min on 2 cores,
+Binaries: ``hack/controlplane/build.sh`` builds them on first use (12 min measured on 2 cores,
 once per machine and version) and caches them. Outside CI, ``GPUSCHED_E2E_BUILD=0`` skips these
 tests instead of building when the binaries are missing; under CI (``CI`` set) they are always
 built, never skipped. When a test fails, the last lines of every control-plane log are added to

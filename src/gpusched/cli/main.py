@@ -35,7 +35,7 @@ from gpusched.io.native import dump_workload
 from gpusched.io.openb import read_openb_nodes, read_openb_pods, read_paper_results, workload_path
 from gpusched.io.profiles import dump_profile
 from gpusched.report.html import BENCH_HEADERS, bench_report, bench_rows, simulate_report
-from gpusched.scheduler import BEST_POLICY, POLICIES, policy_spec, schedule
+from gpusched.scheduler import BEST_POLICY, DEFAULT_COMPARISON, POLICIES, policy_spec, schedule
 from gpusched.scheduler.explain import Explanation, explain_job
 from gpusched.sim.bench import run_bench
 from gpusched.sim.cycle_bench import build_cycle_setup, time_cycle
@@ -66,6 +66,29 @@ _PAPER_POLICIES = "random,dotprod,clustering,packing,bestfit,fgd"
 
 
 # -- simulate --------------------------------------------------------------------------------
+
+# Options shared by simulate and explain (they run on the same inputs, see cli/inputs.py).
+ClusterOption = Annotated[
+    str | None, typer.Option("--cluster", help="Cluster file: native YAML or openb node CSV.")
+]
+WorkloadOption = Annotated[
+    str | None,
+    typer.Option("--workload", help="Workload file: native YAML/CSV or openb pod CSV."),
+]
+ConfigOption = Annotated[
+    str | None,
+    typer.Option(
+        "--config",
+        help="Scheduling config (queues, quotas, priority classes) (default: the built-in "
+        "teams with the built-in workload, no queues with a workload file).",
+    ),
+]
+SeedOption = Annotated[
+    int, typer.Option("--seed", help="Seed of the run (and of the generated workload).")
+]
+JobsOption = Annotated[
+    int, typer.Option("--jobs", min=1, help="Jobs to generate when no --workload is given.")
+]
 
 _ROWS: tuple[tuple[str, str, str], ...] = (
     ("jobs", "jobs", "{:,}"),
@@ -123,28 +146,18 @@ def _print_runs(runs: list[SimRun], title: str) -> None:
 
 @app.command("simulate")
 def simulate_cmd(
-    cluster: Annotated[
-        str | None, typer.Option(help="Cluster file: native YAML or openb node CSV.")
-    ] = None,
-    workload: Annotated[
-        str | None, typer.Option(help="Workload file: native YAML/CSV or openb pod CSV.")
-    ] = None,
+    cluster: ClusterOption = None,
+    workload: WorkloadOption = None,
     policy: Annotated[
         str | None,
-        typer.Option(help="Policies to compare, comma-separated [default: kube-default,fgd]."),
-    ] = None,
-    profile: Annotated[str | None, typer.Option(help="A profile YAML file instead.")] = None,
-    config: Annotated[
-        str | None,
         typer.Option(
-            help="Scheduling config (queues, quotas, priority classes) [default: the built-in "
-            "teams with the built-in workload, no queues with a workload file]."
+            help=f"Policies to compare, comma-separated (default: {','.join(DEFAULT_COMPARISON)})."
         ),
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the run (and of the generated workload).")] = 7,
-    jobs: Annotated[
-        int, typer.Option(min=1, help="Jobs to generate when no --workload is given.")
-    ] = 1500,
+    profile: Annotated[str | None, typer.Option(help="A profile YAML file instead.")] = None,
+    config: ConfigOption = None,
+    seed: SeedOption = 7,
+    jobs: JobsOption = 1500,
     report: Annotated[Path | None, typer.Option(help="Write an HTML report here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -242,23 +255,15 @@ def explain_cmd(
     job: Annotated[str, typer.Argument(help="The job to explain (its id in the workload).")],
     at: Annotated[
         float | None,
-        typer.Option(help="Simulated time in seconds [default: the job's arrival].", min=0),
+        typer.Option(help="Simulated time in seconds (default: the job's arrival).", min=0),
     ] = None,
-    cluster: Annotated[
-        str | None, typer.Option(help="Cluster file: native YAML or openb node CSV.")
-    ] = None,
-    workload: Annotated[
-        str | None, typer.Option(help="Workload file: native YAML/CSV or openb pod CSV.")
-    ] = None,
-    config: Annotated[
-        str | None, typer.Option(help="Scheduling config (queues, priority classes).")
-    ] = None,
+    cluster: ClusterOption = None,
+    workload: WorkloadOption = None,
+    config: ConfigOption = None,
     policy: Annotated[str, typer.Option(help="Policy to simulate.")] = BEST_POLICY,
     profile: Annotated[str | None, typer.Option(help="A profile YAML file instead.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the run (and of the generated workload).")] = 7,
-    jobs: Annotated[
-        int, typer.Option(min=1, help="Jobs to generate when no --workload is given.")
-    ] = 1500,
+    seed: SeedOption = 7,
+    jobs: JobsOption = 1500,
     top: Annotated[int, typer.Option(min=1, help="Closest nodes to show.")] = 5,
 ) -> None:
     """Why a job is pending: what it needs, the closest nodes and what each lacks, its queue's
@@ -324,7 +329,7 @@ def bench_openb(
     policies: Annotated[str, typer.Option(help="Comma-separated policies.")] = _PAPER_POLICIES,
     seeds: Annotated[str, typer.Option(help="Seeds: a range 42-51 or a list.")] = "42-51",
     workers: Annotated[
-        int | None, typer.Option(min=1, help="Worker processes [default: CPU count].")
+        int | None, typer.Option(min=1, help="Worker processes (default: CPU count).")
     ] = None,
     report: Annotated[Path | None, typer.Option(help="Write an HTML report here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -380,10 +385,10 @@ def bench_gangs(
     jobs: Annotated[int, typer.Option(min=1, help="Jobs to generate.")] = 5000,
     seed: Annotated[int, typer.Option(help="Seed of the workload and the runs.")] = 7,
     cluster: Annotated[
-        str | None, typer.Option(help="Cluster file [default: the built-in cluster].")
+        str | None, typer.Option(help="Cluster file (default: the built-in cluster).")
     ] = None,
     config: Annotated[
-        str | None, typer.Option(help="Scheduling config [default: the built-in teams].")
+        str | None, typer.Option(help="Scheduling config (default: the built-in teams).")
     ] = None,
     policies: Annotated[
         str, typer.Option(help="Comma-separated; NAME-no-reservation drops backfill's hold.")
@@ -392,7 +397,7 @@ def bench_gangs(
         bool, typer.Option(help="Queues and quotas from the config (off: no quota at all).")
     ] = True,
     workers: Annotated[
-        int | None, typer.Option(min=1, help="Worker processes [default: CPU count].")
+        int | None, typer.Option(min=1, help="Worker processes (default: CPU count).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -505,7 +510,7 @@ def workload_generate(
         float, typer.Option(min=0.01, max=10.0, help="Offered GPU load (1.0 = capacity).")
     ] = 0.9,
     cluster: Annotated[
-        str | None, typer.Option(help="Cluster the load is scaled to [default: built-in].")
+        str | None, typer.Option(help="Cluster the load is scaled to (default: built-in).")
     ] = None,
     calibration: Annotated[
         str,

@@ -6,11 +6,8 @@ policy as the mean and population standard deviation over seeds (the FGD paper's
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from multiprocessing import get_context
 from typing import Any
 
 import numpy as np
@@ -19,6 +16,7 @@ from numpy.typing import NDArray
 from gpusched.framework import ProfileSpec
 from gpusched.model import Job, Node
 from gpusched.sim.openb import OpenbRun, run_openb
+from gpusched.sim.pool import map_in_workers
 
 __all__ = ["PolicySummary", "run_bench"]
 
@@ -77,7 +75,8 @@ def _init(nodes: Sequence[Node], jobs: Sequence[Job]) -> None:
     _DATA["jobs"] = jobs
 
 
-def _one(spec: ProfileSpec, seed: int) -> OpenbRun:
+def _one(pair: tuple[ProfileSpec, int]) -> OpenbRun:
+    spec, seed = pair
     return run_openb(_DATA["nodes"], _DATA["jobs"], spec, seed)
 
 
@@ -92,23 +91,7 @@ def run_bench(
 ) -> list[PolicySummary]:
     """Every spec on every seed; ``progress`` is called as each run finishes."""
     pairs = [(spec, seed) for spec in specs for seed in seeds]
-    n = workers if workers is not None else min(os.cpu_count() or 1, len(pairs))
-    results: list[OpenbRun] = []
-    if n <= 1:
-        _init(nodes, jobs)
-        for spec, seed in pairs:
-            results.append(_one(spec, seed))
-            if progress:
-                progress(results[-1])
-    else:
-        with ProcessPoolExecutor(
-            n, mp_context=get_context("fork"), initializer=_init, initargs=(nodes, jobs)
-        ) as pool:
-            futures = [pool.submit(_one, spec, seed) for spec, seed in pairs]
-            for fut in futures:
-                results.append(fut.result())
-                if progress:
-                    progress(results[-1])
+    results = map_in_workers(_one, pairs, _init, (nodes, jobs), workers=workers, progress=progress)
     return [
         PolicySummary(spec.name, tuple(r for r in results if r.policy == spec.name))
         for spec in specs

@@ -14,15 +14,13 @@ Each run reports the ``simulate --json`` metrics; nothing is tuned per policy.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from typing import Any
 
 from gpusched.framework import ProfileSpec
 from gpusched.model import Job, Node, QueueTree
 from gpusched.scheduler import policy_spec
+from gpusched.sim.pool import map_in_workers
 from gpusched.sim.runs import simulate
 
 __all__ = ["GANG_POLICIES", "gang_specs", "run_gang_bench", "without_reservation"]
@@ -58,7 +56,8 @@ def _init(nodes: Sequence[Node], jobs: Sequence[Job], queues: QueueTree | None) 
     _DATA.update(nodes=nodes, jobs=jobs, queues=queues)
 
 
-def _one(spec: ProfileSpec, seed: int) -> dict[str, Any]:
+def _one(pair: tuple[ProfileSpec, int]) -> dict[str, Any]:
+    spec, seed = pair
     run = simulate(_DATA["nodes"], _DATA["jobs"], spec, seed, queues=_DATA["queues"])
     return {"policy": spec.name, **run.summary}
 
@@ -74,21 +73,11 @@ def run_gang_bench(
     progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """One summary per spec, in the order given (``progress`` as each run finishes)."""
-    n = workers if workers is not None else min(os.cpu_count() or 1, len(specs))
-    results: list[dict[str, Any]] = []
-    if n <= 1:
-        _init(nodes, jobs, queues)
-        for spec in specs:
-            results.append(_one(spec, seed))
-            if progress:
-                progress(results[-1])
-        return results
-    with ProcessPoolExecutor(
-        n, mp_context=get_context("fork"), initializer=_init, initargs=(nodes, jobs, queues)
-    ) as pool:
-        futures = [pool.submit(_one, spec, seed) for spec in specs]
-        for fut in futures:
-            results.append(fut.result())
-            if progress:
-                progress(results[-1])
-    return results
+    return map_in_workers(
+        _one,
+        [(spec, seed) for spec in specs],
+        _init,
+        (nodes, jobs, queues),
+        workers=workers,
+        progress=progress,
+    )
