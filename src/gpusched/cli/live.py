@@ -40,6 +40,19 @@ def run_command(
     identity: Annotated[
         str | None, typer.Option(help="this replica's name in the Lease (default: POD_NAME)")
     ] = None,
+    lease_duration: Annotated[
+        float,
+        typer.Option(
+            min=1,
+            help="seconds a standby waits after the Lease last changed before taking over",
+        ),
+    ] = 15.0,
+    renew_deadline: Annotated[
+        float, typer.Option(min=0.5, help="a leader that cannot renew this long steps down")
+    ] = 10.0,
+    retry_period: Annotated[
+        float, typer.Option(min=0.1, help="seconds between Lease renewals and attempts")
+    ] = 2.0,
     metrics_address: Annotated[
         str, typer.Option(help="HOST:PORT serving /metrics; empty to disable")
     ] = "0.0.0.0:10261",
@@ -60,6 +73,12 @@ def run_command(
     specs = resolve_profiles(policy or (None if profile else BEST_POLICY), profile)
     if len(specs) != 1:
         raise ConfigError("--policy: the live scheduler runs exactly one policy")
+    if not retry_period < renew_deadline < lease_duration:
+        raise ConfigError(
+            f"--retry-period {retry_period:g} < --renew-deadline {renew_deadline:g} < "
+            f"--lease-duration {lease_duration:g} must hold (a leader steps down before a "
+            "standby may take over)"
+        )
     config = RunConfig(
         kubeconfig=kubeconfig,
         options=LiveOptions(scheduler_name=scheduler_name),
@@ -68,6 +87,9 @@ def run_command(
         lease_name=lease_name,
         identity=identity or default_identity(),
         metrics_address=metrics_address,
+        lease_s=lease_duration,
+        renew_deadline_s=renew_deadline,
+        retry_s=retry_period,
     )
     try:
         code = run(config, build_profile(specs[0]))

@@ -43,6 +43,9 @@ class RunConfig:
     lease_name: str = "gpusched"
     identity: str = field(default_factory=default_identity)
     metrics_address: str = "0.0.0.0:10261"
+    lease_s: float = 15.0
+    renew_deadline_s: float = 10.0
+    retry_s: float = 2.0
 
 
 def run(config: RunConfig, profile: Profile) -> int:
@@ -78,6 +81,9 @@ def run(config: RunConfig, profile: Profile) -> int:
             config.lease_namespace,
             config.lease_name,
             config.identity,
+            lease_s=config.lease_s,
+            renew_deadline_s=config.renew_deadline_s,
+            retry_s=config.retry_s,
             on_started=on_started,
             on_lost=on_lost,
         )
