@@ -25,6 +25,8 @@ Each action skips a request identical (gang shapes, priority, queue) to one that
 victims since the last eviction, and may be capped at ``max_attempts`` pending jobs per cycle
 (default: no cap; in queue order, so the most urgent first).
 
+A job with ``preempts`` false (Kubernetes' ``preemptionPolicy: Never``) evicts nothing.
+
 Eligible victims, for both actions: preemptible, running at least ``min_runtime_s``, evicted
 fewer than ``max_evictions`` times before (a per-job disruption budget), and not placed in this
 cycle. Then:
@@ -134,7 +136,9 @@ class _Evicting:
             status = session.plan.pending.get(job.id)
             if status is None or status.code is not Code.UNSCHEDULABLE:
                 continue
-            if job.id in session.running or not self.cheap_check(session, job, lowest):
+            if not job.preempts or job.id in session.running:
+                continue
+            if not self.cheap_check(session, job, lowest):
                 continue
             key = (
                 job.priority,

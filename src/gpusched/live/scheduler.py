@@ -15,7 +15,12 @@ One cycle (only on the replica holding the Lease)::
 
 A cycle starts when a cache changed (after ``batch_s``, so a burst of pods is scheduled
 together) or every ``resync_s`` while pods are pending. Jobs nominated for preemption are not
-bound in the cycle that evicts their victims; they are placed once the victims are gone.
+bound in the cycle that evicts their victims: they get ``status.nominatedNodeName`` and their
+room is held (:mod:`.holds`) until they are bound there, once the victims are gone.
+
+Optional APIs, found by discovery at start: the ``Queue`` CRD (:mod:`.queues`), native
+``scheduling.k8s.io/v1alpha2`` PodGroups, and DRA ``resource.k8s.io/v1`` (:mod:`.dra`).
+Bad Queues and PodGroups are reported on the objects themselves (:mod:`.feedback`).
 """
 
 from __future__ import annotations
@@ -27,22 +32,49 @@ import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpusched.framework import Bind, Plan, Profile
+from gpusched.live.admission import Admission
 from gpusched.live.cache import Informer
 from gpusched.live.client import ApiError, KubeClient
+from gpusched.live.dra import (
+    RESOURCE_API,
+    ClaimInfo,
+    ClassInfo,
+    DraView,
+    PodClaims,
+    SliceInfo,
+    claim_from_k8s,
+    class_from_k8s,
+    slice_from_k8s,
+)
+from gpusched.live.dra_writes import allocate_claims
+from gpusched.live.feedback import NATIVE_PODGROUPS, Feedback
+from gpusched.live.holds import Hold
 from gpusched.live.metrics import Metrics
-from gpusched.live.snapshot import Assumed, LiveSnapshot, SnapshotMemo, build_snapshot
+from gpusched.live.queues import (
+    QUEUES_PATH,
+    NamespaceInfo,
+    PriorityClassInfo,
+    QueueInfo,
+    build_queues,
+    namespace_from_k8s,
+    priorityclass_from_k8s,
+    queue_from_k8s,
+)
+from gpusched.live.snapshot import Assumed, Extras, LiveSnapshot, SnapshotMemo, build_snapshot
 from gpusched.live.translate import (
     GPU_MILLI_ANNOTATION,
     GPUS_ANNOTATION,
     PodGroupInfo,
     PodInfo,
+    native_podgroup_from_k8s,
     node_from_k8s,
     pod_from_k8s,
     podgroup_from_k8s,
 )
-from gpusched.model import MILLI_PER_GPU, JobId, Node, TaskId
+from gpusched.model import MILLI_PER_GPU, JobId, Node, NodeName, TaskId
 from gpusched.scheduler import schedule
 
 __all__ = ["CycleResult", "LiveOptions", "LiveScheduler"]
@@ -65,6 +97,7 @@ class LiveOptions:
     report_interval_s: float = 10.0
     bind_workers: int = 16
     seed: int = 0
+    hold_ttl_s: float = 120.0
 
 
 @dataclass(slots=True)
@@ -111,6 +144,24 @@ class LiveScheduler:
         self.podgroups: Informer[PodGroupInfo] = Informer(
             client, PODGROUPS_PATH, podgroup_from_k8s, on_change=wake
         )
+        self.namespaces: Informer[NamespaceInfo] = Informer(
+            client, "/api/v1/namespaces", namespace_from_k8s, on_change=wake
+        )
+        self.queues: Informer[QueueInfo] = Informer(
+            client, QUEUES_PATH, queue_from_k8s, on_change=wake
+        )
+        self.priority_classes: Informer[PriorityClassInfo] = Informer(
+            client, "/apis/scheduling.k8s.io/v1/priorityclasses", priorityclass_from_k8s
+        )
+        # Optional APIs, created by start_caches when discovery finds them.
+        self.native_groups: Informer[PodGroupInfo] | None = None
+        self.slices: Informer[SliceInfo] | None = None
+        self.claims: Informer[ClaimInfo] | None = None
+        self.device_classes: Informer[ClassInfo] | None = None
+        self.feedback = Feedback(client, self.options.scheduler_name)
+        self._holds: dict[str, tuple[Hold, float]] = {}
+        self._refused: set[JobId] = set()
+        self._dra: DraView | None = None
         self._memo = SnapshotMemo()
         self._writes: list[Future[None]] = []
         self._assumed: dict[str, tuple[Assumed, float]] = {}
@@ -121,12 +172,56 @@ class LiveScheduler:
 
     # -- caches ----------------------------------------------------------------------------
 
-    def start_caches(self, stop: threading.Event) -> None:
-        for name, informer in (
+    def discover(self) -> None:
+        """Create the caches of the optional APIs this apiserver serves (API discovery)."""
+        wake = self._changed.set
+        if "podgroups" in self._served(NATIVE_PODGROUPS):
+            path = f"{NATIVE_PODGROUPS}/podgroups"
+            self.native_groups = Informer(
+                self.client, path, native_podgroup_from_k8s, on_change=wake
+            )
+        dra = self._served(RESOURCE_API)
+        if {"resourceslices", "resourceclaims", "deviceclasses"} <= dra:
+            self.slices = Informer(
+                self.client, f"{RESOURCE_API}/resourceslices", slice_from_k8s, on_change=wake
+            )
+            self.claims = Informer(
+                self.client, f"{RESOURCE_API}/resourceclaims", claim_from_k8s, on_change=wake
+            )
+            self.device_classes = Informer(
+                self.client, f"{RESOURCE_API}/deviceclasses", class_from_k8s, on_change=wake
+            )
+        log.info(
+            "optional APIs: native PodGroups %s, DRA %s",
+            "served" if self.native_groups else "not served",
+            "served" if self.slices else "not served",
+        )
+
+    def _served(self, group_version: str) -> set[str]:
+        try:
+            listing = self.client.get(group_version)
+        except ApiError:
+            return set()
+        return {str(r.get("name")) for r in listing.get("resources") or []}
+
+    def _informers(self) -> list[tuple[str, Informer[Any]]]:
+        named: list[tuple[str, Informer[Any] | None]] = [
             ("nodes", self.nodes),
             ("pods", self.pods),
             ("podgroups", self.podgroups),
-        ):
+            ("namespaces", self.namespaces),
+            ("queues", self.queues),
+            ("priorityclasses", self.priority_classes),
+            ("native-podgroups", self.native_groups),
+            ("resourceslices", self.slices),
+            ("resourceclaims", self.claims),
+            ("deviceclasses", self.device_classes),
+        ]
+        return [(name, informer) for name, informer in named if informer is not None]
+
+    def start_caches(self, stop: threading.Event) -> None:
+        self.discover()
+        for name, informer in self._informers():
             thread = threading.Thread(
                 target=informer.run, args=(stop,), name=f"cache-{name}", daemon=True
             )
@@ -135,7 +230,7 @@ class LiveScheduler:
 
     def wait_synced(self, timeout_s: float = 60.0) -> bool:
         deadline = time.monotonic() + timeout_s
-        for informer in (self.nodes, self.pods, self.podgroups):
+        for _, informer in self._informers():
             if not informer.synced.wait(max(0.0, deadline - time.monotonic())):
                 return False
         return True
@@ -178,12 +273,18 @@ class LiveScheduler:
             assumed=self._live_assumed(pods),
             groups_served=self.podgroups.served,
             memo=self._memo,
+            extras=self._extras(pods),
         )
         self.cycles += 1
         built = time.perf_counter()
         result = CycleResult(pending_jobs=len(live.snapshot.pending))
         for pod, problem in live.problems.values():
             self._report(pod, problem, result)
+        for group, problem in live.group_problems.values():
+            self._writes.append(self._pool.submit(self.feedback.podgroup, group, problem))
+        self.feedback.forget(set(live.group_problems))
+        if live.ready:
+            self._bind_ready(live, result)
         planned = built
         if live.snapshot.pending:
             plan = schedule(live.snapshot, self.profile)
@@ -212,6 +313,70 @@ class LiveScheduler:
             )
         return result
 
+    def _extras(self, pods: dict[str, PodInfo]) -> Extras:
+        """Queues, priority classes, native PodGroups, holds and DRA for this cycle."""
+        queue_infos = self.queues.items()
+        queues = build_queues(queue_infos.values()) if queue_infos else None
+        if queues is not None:
+            self.feedback.queues(queues.queues, queues.problems)
+        dra = None
+        if self.slices is not None and self.claims is not None and self.device_classes:
+            dra = DraView.build(
+                self.slices.items().values(),
+                self.claims.items(),
+                {c.name: c for c in self.device_classes.items().values()},
+            )
+        self._dra = dra
+        return Extras(
+            admission=Admission(
+                queues,
+                {n.name: n for n in self.namespaces.items().values()},
+                self.priority_classes.items(),
+            ),
+            native_groups=self.native_groups.items() if self.native_groups else {},
+            native_served=self.native_groups is not None and self.native_groups.served,
+            holds=self._live_holds(pods),
+            dra=dra,
+        )
+
+    def _live_holds(self, pods: dict[str, PodInfo]) -> dict[str, Hold]:
+        """Holds still wanted: forget those bound, gone or re-created; expire old ones (and
+        clear their nomination); adopt nominations an earlier leader made."""
+        now = time.monotonic()
+        for key, pod in pods.items():
+            if (
+                pod.nominated
+                and not pod.node
+                and key not in self._holds
+                and pod.scheduler == self.options.scheduler_name
+            ):
+                job = pod.group_key or pod.key
+                self._holds[key] = (Hold(job, pod.nominated, None, pod.uid), now)
+        for key, (hold, since) in list(self._holds.items()):
+            seen = pods.get(key)
+            if seen is None or seen.uid != hold.uid or seen.node or seen.deleting:
+                del self._holds[key]
+            elif now - since > self.options.hold_ttl_s:
+                del self._holds[key]
+                log.info("hold of %s on %s expired; scheduling it afresh", key, hold.node)
+                self._writes.append(self._pool.submit(self._clear_nomination, seen))
+        return {k: h for k, (h, _) in self._holds.items()}
+
+    def _clear_nomination(self, pod: PodInfo) -> None:
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
+        try:
+            self.client.patch(path, {"status": {"nominatedNodeName": None}}, strategic=True)
+        except ApiError as exc:
+            log.warning("clearing the nomination of %s: %s", pod.key, exc)
+
+    def _bind_ready(self, live: LiveSnapshot, result: CycleResult) -> None:
+        """Bind held pods whose room is free now (their victims are gone)."""
+        binds = [
+            Bind(task, JobId(live.pods[task].group_key or str(task)), NodeName(node), gpus, 0)
+            for task, (node, gpus) in sorted(live.ready.items())
+        ]
+        self._bind_all(live, binds, result)
+
     def _live_assumed(self, pods: dict[str, PodInfo]) -> dict[str, Assumed]:
         """Our binds not yet seen in the cache; forget those seen, gone or too old."""
         now = time.monotonic()
@@ -232,21 +397,36 @@ class LiveScheduler:
         if plan.evictions:
             self._evict(live, plan, result)
         waiting_on_victims = set(plan.nominations) if plan.evictions else set()
-        by_job: dict[JobId, list[Bind]] = {}
+        refused = {e.for_job for e in plan.evictions if e.for_job in self._refused}
+        binds: list[Bind] = []
         for bind in plan.binds:
             if bind.job in waiting_on_victims:
-                self._nominate(live.pods[bind.task], bind.node)
-            else:
-                by_job.setdefault(bind.job, []).append(bind)
-        futures = []
-        for binds in by_job.values():
-            for bind in binds:
                 pod = live.pods[bind.task]
-                self._assumed[pod.key] = (
-                    Assumed(bind.node, bind.gpus, bind.gpu_milli, pod.uid),
-                    time.monotonic(),
-                )
-                futures.append((pod, self._pool.submit(self._bind, pod, bind)))
+                if bind.job not in refused:
+                    hold = Hold(str(bind.job), str(bind.node), bind.gpus, pod.uid)
+                    self._holds[pod.key] = (hold, time.monotonic())
+                self._nominate(pod, bind.node)
+            else:
+                binds.append(bind)
+        self._refused.clear()
+        self._bind_all(live, binds, result)
+        for job_id, status in plan.pending.items():
+            for pod in live.job_pods.get(job_id, ()):
+                if not pod.node and pod.key not in self._assumed:
+                    self._report(pod, status.message, result)
+
+    def _bind_all(self, live: LiveSnapshot, binds: list[Bind], result: CycleResult) -> None:
+        """Send ``binds`` from the pool (each pod's DRA claims allocated first)."""
+        futures = []
+        for bind in binds:
+            pod = live.pods[bind.task]
+            milli = bind.gpu_milli or pod.gpu_milli
+            self._assumed[pod.key] = (
+                Assumed(bind.node, bind.gpus, milli, pod.uid),
+                time.monotonic(),
+            )
+            claims = live.claims.get(bind.task)
+            futures.append((pod, self._pool.submit(self._bind, pod, bind, claims)))
         for pod, future in futures:
             error = future.result()
             if error is None:
@@ -255,15 +435,19 @@ class LiveScheduler:
                 self._assumed.pop(pod.key, None)
                 result.failed.append(pod.key)
                 self._event(pod, "Warning", "FailedBinding", error)
-        for job_id, status in plan.pending.items():
-            for pod in live.job_pods.get(job_id, ()):
-                if not pod.node and pod.key not in self._assumed:
-                    self._report(pod, status.message, result)
 
-    def _bind(self, pod: PodInfo, bind: Bind) -> str | None:
+    def _bind(self, pod: PodInfo, bind: Bind, claims: PodClaims | None = None) -> str | None:
+        milli = bind.gpu_milli or pod.gpu_milli
         annotations = {GPUS_ANNOTATION: ",".join(str(g) for g in bind.gpus)} if bind.gpus else {}
-        if bind.gpus and bind.gpu_milli < MILLI_PER_GPU:
-            annotations[GPU_MILLI_ANNOTATION] = str(bind.gpu_milli)
+        if bind.gpus and milli < MILLI_PER_GPU:
+            annotations[GPU_MILLI_ANNOTATION] = str(milli)
+        if claims is not None and claims.claims and self._dra is not None:
+            error = allocate_claims(
+                self.client, self._dra, pod, (str(bind.node), bind.gpus), claims.claims
+            )
+            if error:
+                self.metrics.binds.labels("error").inc()
+                return error
         try:
             self.client.bind(pod.namespace, pod.name, pod.uid, bind.node, annotations)
         except ApiError as exc:
@@ -294,6 +478,7 @@ class LiveScheduler:
                     self.client.post(path, body)
                 except ApiError as exc:
                     refused = exc.status_code == 429
+                    self._refused.add(eviction.for_job)
                     self.metrics.evictions.labels("blocked" if refused else "error").inc()
                     why = "a PodDisruptionBudget forbids it" if refused else exc.message
                     self._event(pod, "Warning", "PreemptionBlocked", f"eviction refused: {why}")

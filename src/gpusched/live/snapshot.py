@@ -25,13 +25,26 @@ again. Pods of other schedulers are only allocations.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpusched.framework import ClusterState, RunningJob, Snapshot
+from gpusched.live.admission import Admission, JobMeta
+from gpusched.live.dra import DraView, PodClaims
+from gpusched.live.holds import Hold, apply_holds
 from gpusched.live.translate import PodGroupInfo, PodInfo
-from gpusched.model import Job, JobId, Node, NodeName, Task, TaskId, TaskShape
+from gpusched.model import (
+    MILLI_PER_GPU,
+    Job,
+    JobId,
+    Node,
+    NodeName,
+    QueueName,
+    Task,
+    TaskId,
+    TaskShape,
+)
 
-__all__ = ["Assumed", "LiveSnapshot", "SnapshotMemo", "build_snapshot"]
+__all__ = ["Assumed", "Extras", "LiveSnapshot", "SnapshotMemo", "build_snapshot"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +67,7 @@ class SnapshotMemo:
     """
 
     tasks: dict[str, tuple[PodInfo, Task]] = field(default_factory=dict)
-    jobs: dict[str, tuple[PodInfo, Job]] = field(default_factory=dict)
+    jobs: dict[str, tuple[PodInfo, JobMeta, Job]] = field(default_factory=dict)
 
     def task(self, pod: PodInfo) -> Task:
         hit = self.tasks.get(pod.key)
@@ -64,19 +77,21 @@ class SnapshotMemo:
         self.tasks[pod.key] = (pod, task)
         return task
 
-    def single_job(self, pod: PodInfo) -> Job:
+    def single_job(self, pod: PodInfo, meta: JobMeta) -> Job:
         """The job of a pod outside any gang (its only task is the pod)."""
         hit = self.jobs.get(pod.key)
-        if hit is not None and hit[0] is pod:
-            return hit[1]
+        if hit is not None and hit[0] is pod and hit[1] == meta:
+            return hit[2]
         job = Job(
             id=_job_id(pod),
             tasks=(self.task(pod),),
             min_available=1,
-            priority=pod.priority,
+            queue=QueueName(meta.queue),
+            priority=meta.priority,
             submit_time=pod.created,
+            preempts=meta.preempts,
         )
-        self.jobs[pod.key] = (pod, job)
+        self.jobs[pod.key] = (pod, meta, job)
         return job
 
     def keep_only(self, keys: set[str]) -> None:
@@ -87,14 +102,35 @@ class SnapshotMemo:
 
 
 @dataclass(slots=True)
+class Extras:
+    """Inputs beyond nodes, pods and PodGroups, each optional: queues and priority classes,
+    native PodGroups (by ``namespace/name``), holds for preemptors (by pod key) and DRA."""
+
+    admission: Admission = field(default_factory=Admission)
+    native_groups: Mapping[str, PodGroupInfo] = field(default_factory=dict)
+    native_served: bool = False
+    holds: Mapping[str, Hold] = field(default_factory=dict)
+    dra: DraView | None = None
+
+
+@dataclass(slots=True)
 class LiveSnapshot:
-    """A snapshot plus what the driver needs to act on its plan."""
+    """A snapshot plus what the driver needs to act on its plan.
+
+    ``ready``: held pods whose room is free now, to bind (node, GPU indices); ``held``: pods
+    whose room is still held; ``claims``: the DRA claims to allocate per pending pod;
+    ``group_problems``: PodGroups that cannot be scheduled as written, with the reason.
+    """
 
     snapshot: Snapshot
     pods: dict[TaskId, PodInfo] = field(default_factory=dict)
     job_pods: dict[JobId, list[PodInfo]] = field(default_factory=dict)
     problems: dict[str, tuple[PodInfo, str]] = field(default_factory=dict)
     overcommitted: list[str] = field(default_factory=list)
+    ready: dict[TaskId, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
+    held: set[str] = field(default_factory=set)
+    claims: dict[TaskId, PodClaims] = field(default_factory=dict)
+    group_problems: dict[str, tuple[PodGroupInfo, str]] = field(default_factory=dict)
 
 
 def _shape(pod: PodInfo) -> TaskShape:
@@ -141,24 +177,30 @@ def _charge(state: ClusterState, task: Task, node: str, gpus: tuple[int, ...] | 
 
 
 def _gang_size(
-    pod: PodInfo, members: int, groups: Mapping[str, PodGroupInfo], groups_served: bool
+    pod: PodInfo, members: int, group: PodGroupInfo | None, served: bool
 ) -> tuple[int, str]:
     """The gang size of ``pod``'s job, or a problem saying why it cannot be scheduled."""
     if not pod.group:
         return 1, ""
-    group = groups.get(pod.group_key)
+    if group is None and pod.native_group:
+        why = "" if served else " (this cluster does not serve scheduling.k8s.io/v1alpha2)"
+        return 1, (
+            f"PodGroup {pod.group_key} (scheduling.k8s.io, from spec.schedulingGroup) not "
+            f"found{why}; create it"
+        )
     if group is None:
-        why = "" if groups_served else " (the PodGroup CRD is not installed)"
+        why = "" if served else " (the PodGroup CRD is not installed)"
         return 1, (
             f"PodGroup {pod.group_key} not found{why}; create it (scheduling.x-k8s.io/v1alpha1) "
             "or remove the label scheduling.x-k8s.io/pod-group from the pod"
         )
+    field_name = "spec.schedulingPolicy.gang.minCount" if group.native else "minMember"
     if group.min_member < 1:
-        return 1, f"PodGroup {group.key}: minMember={group.min_member}; expected at least 1"
+        return 1, f"PodGroup {group.key}: {field_name}={group.min_member}; expected at least 1"
     if group.min_member > members:
         return 1, (
-            f"PodGroup {group.key} needs minMember={group.min_member} pods; {members} exist; "
-            f"create the missing {group.min_member - members} or lower minMember"
+            f"PodGroup {group.key} needs {field_name}={group.min_member} pods; {members} "
+            f"exist; create the missing {group.min_member - members} or lower {field_name}"
         )
     return group.min_member, ""
 
@@ -169,19 +211,129 @@ def _job(
     min_available: int,
     bound_ids: set[TaskId],
     memo: SnapshotMemo,
+    *,
+    meta: JobMeta,
 ) -> tuple[list[PodInfo], Job]:
     """The job of ``pods`` (bound members first) and the pods in task order."""
     if not pods[0].group:
-        return pods, memo.single_job(pods[0])
+        return pods, memo.single_job(pods[0], meta)
     ordered = sorted(pods, key=lambda p: (TaskId(p.key) not in bound_ids, p.name))
     job = Job(
         id=job_id,
         tasks=tuple(memo.task(p) for p in ordered),
         min_available=min_available,
-        priority=max(p.priority for p in pods),
+        queue=QueueName(meta.queue),
+        priority=meta.priority,
         submit_time=min(p.created for p in pods),
+        preempts=meta.preempts,
     )
     return ordered, job
+
+
+def _dra_nodes(nodes: Iterable[Node], dra: DraView | None) -> list[Node]:
+    """``nodes`` by name, each with its DRA GPUs (when it publishes any) as its GPUs."""
+    out = []
+    for raw in sorted(nodes, key=lambda n: n.name):
+        node = raw
+        devices = dra.devices.get(node.name) if dra is not None else None
+        if devices:
+            first = devices[0]
+            node = Node.with_gpus(
+                node.name,
+                cpu_milli=node.cpu_milli,
+                memory_mib=node.memory_mib,
+                gpu_count=len(devices),
+                gpu_model=first.product or (node.gpus[0].model if node.gpus else "unknown"),
+                gpu_memory_mib=first.memory_mib,
+                labels=node.labels,
+                taints=node.taints,
+            )
+        out.append(node)
+    return out
+
+
+def _with_claims(pod: PodInfo, dra: DraView | None) -> tuple[PodInfo, PodClaims]:
+    """``pod`` with the GPUs of its DRA claims as its request (bound: those allocated)."""
+    if not pod.claims:
+        return pod, PodClaims()
+    if dra is None:
+        why = "this cluster does not serve resource.k8s.io/v1 (DRA)"
+        return replace(pod, problem=pod.problem or why), PodClaims(problem=why)
+    claims = dra.pod(pod.namespace, pod.uid, pod.claims)
+    if claims.problem:
+        return replace(pod, problem="; ".join(filter(None, (pod.problem, claims.problem)))), claims
+    gpus = len(claims.allocated) if (pod.node or claims.allocated) else claims.count
+    if gpus and pod.num_gpu:
+        why = "the pod requests nvidia.com/gpu and GPUs through DRA claims; use one of them"
+        return replace(pod, problem=why), replace(claims, problem=why)
+    if not gpus:
+        return pod, claims
+    found = claims.allocated if claims.allocated else pod.gpus
+    return replace(pod, num_gpu=gpus, gpu_milli=MILLI_PER_GPU, gpus=found), claims
+
+
+def _claim_placeholders(
+    state: ClusterState, dra: DraView | None, charged_uids: set[str], pending_uids: set[str]
+) -> None:
+    """Charge allocated DRA GPUs that no bound or pending pod of ours accounts for (a claim
+    allocated by another scheduler, or whose pod is gone) as placeholders."""
+    if dra is None:
+        return
+    for key, claim in sorted(dra.claims.items()):
+        if not claim.allocated or any(u in charged_uids | pending_uids for u in claim.reserved_for):
+            continue
+        for i, (_, pool, device) in enumerate(claim.allocated):
+            found = dra.gpu_index(pool, device)
+            if found is None:
+                continue
+            row = state.index.get(NodeName(found[0]))
+            if row is None or state.gpu_free[row][found[1]] < MILLI_PER_GPU:
+                continue
+            shape = TaskShape(0, 0, 1, MILLI_PER_GPU)
+            task = Task(TaskId(f"claim:{key}:{i}"), JobId(f"claim:{key}"), shape)
+            state.allocate(task, row, (found[1],))
+
+
+@dataclass(slots=True)
+class _Sorted:
+    """A cycle's pods by role: bound (with node and GPUs), pending, and held."""
+
+    bound: list[tuple[PodInfo, str, tuple[int, ...] | None]] = field(default_factory=list)
+    pending: list[PodInfo] = field(default_factory=list)
+    holds: dict[TaskId, tuple[Hold, Task]] = field(default_factory=dict)
+
+
+def _sort_pods(
+    pods: Iterable[PodInfo],
+    scheduler_name: str,
+    *,
+    assumed: Mapping[str, Assumed],
+    extras: Extras,
+    memo: SnapshotMemo,
+    out: LiveSnapshot,
+) -> _Sorted:
+    found = _Sorted()
+    for raw in sorted(pods, key=lambda p: p.key):
+        if raw.terminal:
+            continue
+        pod, claims = _with_claims(raw, extras.dra)
+        guess = assumed.get(pod.key)
+        if pod.node:
+            found.bound.append((pod, pod.node, pod.gpus))
+        elif guess is not None and guess.uid == pod.uid:
+            found.bound.append((pod, guess.node, guess.gpus))
+        elif pod.scheduler == scheduler_name and not pod.deleting:
+            hold = extras.holds.get(pod.key)
+            if claims.allocated and not claims.problem:  # its claims say where it goes
+                hold = Hold(_job_id(pod), claims.node, claims.allocated, pod.uid)
+            if hold is not None and hold.uid == pod.uid and not pod.problem:
+                found.holds[TaskId(pod.key)] = (hold, memo.task(pod))
+                out.pods[TaskId(pod.key)] = pod
+                continue
+            found.pending.append(pod)
+            if claims.claims:
+                out.claims[TaskId(pod.key)] = claims
+    return found
 
 
 def build_snapshot(
@@ -195,59 +347,50 @@ def build_snapshot(
     assumed: Mapping[str, Assumed] | None = None,
     groups_served: bool = True,
     memo: SnapshotMemo | None = None,
+    extras: Extras | None = None,
 ) -> LiveSnapshot:
     """Build one cycle's snapshot (see the module docstring)."""
-    assumed = assumed or {}
     memo = memo if memo is not None else SnapshotMemo()
-    state = ClusterState.from_nodes(sorted(nodes, key=lambda n: n.name))
+    extras = extras or Extras()
+    state = ClusterState.from_nodes(_dra_nodes(nodes, extras.dra))
     out = LiveSnapshot(Snapshot(state, ()))
-    bound: list[tuple[PodInfo, str, tuple[int, ...] | None]] = []
-    pending: list[PodInfo] = []
-    for pod in sorted(pods, key=lambda p: p.key):
-        if pod.terminal:
-            continue
-        guess = assumed.get(pod.key)
-        if pod.node:
-            bound.append((pod, pod.node, pod.gpus))
-        elif guess is not None and guess.uid == pod.uid:
-            bound.append((pod, guess.node, guess.gpus))
-        elif pod.scheduler == scheduler_name and not pod.deleting:
-            pending.append(pod)
+    found = _sort_pods(
+        pods, scheduler_name, assumed=assumed or {}, extras=extras, memo=memo, out=out
+    )
 
     # Members of our gangs, bound or not, by job.
     members: dict[JobId, list[PodInfo]] = {}
-    for pod, _, _ in bound:
+    for pod, _, _ in found.bound:
         if pod.scheduler == scheduler_name:
             members.setdefault(_job_id(pod), []).append(pod)
-    for pod in pending:
+    for pod in found.pending:
         members.setdefault(_job_id(pod), []).append(pod)
 
     bound_ids: set[TaskId] = set()
-    for pod, node, gpus in bound:
+    for pod, node, gpus in found.bound:
         task = memo.task(pod)
         if _charge(state, task, node, gpus):
             bound_ids.add(task.id)
             out.pods[task.id] = pod
         else:
             out.overcommitted.append(pod.key)
+    _claim_placeholders(
+        state,
+        extras.dra,
+        {p.uid for p, _, _ in found.bound},
+        {p.uid for p in found.pending} | {hold.uid for hold, _ in found.holds.values()},
+    )
+    held = apply_holds(state, found.holds)
+    out.ready = held.ready
+    out.held = {str(t) for t in held.held}
 
     jobs: list[tuple[float, str, Job]] = []
     running: dict[JobId, RunningJob] = {}
     for job_id, pods_of_job in members.items():
-        first = pods_of_job[0]
-        waiting = [p for p in pods_of_job if TaskId(p.key) not in bound_ids]
-        min_available, problem = _gang_size(first, len(pods_of_job), groups, groups_served)
-        bad = [p for p in waiting if p.problem]
-        if bad:
-            problem = "; ".join(f"pod {p.name}: {p.problem}" for p in bad)
-        if problem:
-            for p in waiting:
-                out.problems[p.key] = (p, problem)
+        ctx = _JobContext(groups, groups_served, extras, bound_ids, memo)
+        job, waiting = _one_job(job_id, pods_of_job, ctx, out)
+        if job is None:
             continue
-        ordered, job = _job(job_id, pods_of_job, min_available, bound_ids, memo)
-        out.job_pods[job_id] = ordered
-        for p in waiting:
-            out.pods[TaskId(p.key)] = p
         if waiting:
             jobs.append((job.submit_time, job_id, job))
         elif not any(p.deleting for p in pods_of_job):
@@ -256,7 +399,58 @@ def build_snapshot(
             running[job_id] = RunningJob(job, start)
     jobs.sort(key=lambda j: (j[0], j[1]))
     memo.keep_only({str(t) for t in out.pods})
+    queues = extras.admission.queues
     out.snapshot = Snapshot(
-        state, tuple(j for _, _, j in jobs), now=now, seed=seed, running=running
+        state,
+        tuple(j for _, _, j in jobs),
+        now=now,
+        seed=seed,
+        running=running,
+        queues=queues.tree if queues is not None else None,
     )
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class _JobContext:
+    groups: Mapping[str, PodGroupInfo]
+    groups_served: bool
+    extras: Extras
+    bound_ids: set[TaskId]
+    memo: SnapshotMemo
+
+
+def _one_job(
+    job_id: JobId, pods: list[PodInfo], ctx: _JobContext, out: LiveSnapshot
+) -> tuple[Job | None, list[PodInfo]]:
+    """The job of ``pods`` and its waiting pods; ``None`` (with problems recorded) when it
+    cannot be scheduled as written."""
+    first = pods[0]
+    waiting = [p for p in pods if TaskId(p.key) not in ctx.bound_ids]
+    group = _group_of(first, ctx.groups, ctx.extras)
+    served = ctx.extras.native_served if first.native_group else ctx.groups_served
+    min_available, problem = _gang_size(first, len(pods), group, served)
+    if problem and group is not None:
+        out.group_problems[group.key] = (group, problem)
+    meta = ctx.extras.admission.job(pods, group)
+    problem = problem or meta.problem
+    bad = [p for p in waiting if p.problem]
+    if bad:
+        problem = "; ".join(f"pod {p.name}: {p.problem}" for p in bad)
+    if problem and waiting:
+        for p in waiting:
+            out.problems[p.key] = (p, problem)
+        return None, waiting
+    ordered, job = _job(job_id, pods, min_available, ctx.bound_ids, ctx.memo, meta=meta)
+    out.job_pods[job_id] = ordered
+    for p in waiting:
+        out.pods[TaskId(p.key)] = p
+    return job, waiting
+
+
+def _group_of(
+    pod: PodInfo, groups: Mapping[str, PodGroupInfo], extras: Extras
+) -> PodGroupInfo | None:
+    if not pod.group:
+        return None
+    return (extras.native_groups if pod.native_group else groups).get(pod.group_key)

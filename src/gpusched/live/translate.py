@@ -13,7 +13,9 @@ Only the fields scheduling needs are kept, once, when a watch event arrives:
   the gang it belongs to (label ``scheduling.x-k8s.io/pod-group``), its priority and, once
   bound, the GPU indices gpusched chose (annotation ``gpusched.dev/gpus``).
 * a scheduler-plugins **PodGroup** (``scheduling.x-k8s.io/v1alpha1``) becomes
-  :class:`PodGroupInfo` (``minMember``).
+  :class:`PodGroupInfo` (``minMember``); so does a native ``scheduling.k8s.io/v1alpha2``
+  PodGroup (``spec.schedulingPolicy.gang.minCount``), which pods join with
+  ``spec.schedulingGroup.podGroupName``.
 
 Annotations users write (docs/live.md):
 
@@ -59,6 +61,7 @@ __all__ = [
     "POD_GROUP_LABEL",
     "PodGroupInfo",
     "PodInfo",
+    "native_podgroup_from_k8s",
     "node_from_k8s",
     "parse_quantity",
     "pod_from_k8s",
@@ -69,6 +72,7 @@ GPU_RESOURCE = "nvidia.com/gpu"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+QUEUE_LABEL = "gpusched.dev/queue"
 GPUS_ANNOTATION = "gpusched.dev/gpus"
 GPU_MILLI_ANNOTATION = "gpusched.dev/gpu-milli"
 UNKNOWN_MODEL = "unknown"
@@ -198,6 +202,14 @@ class PodInfo:
         scheduled_reason: the ``reason`` of its current ``PodScheduled`` condition.
         scheduled_message: the ``message`` of its current ``PodScheduled`` condition.
         nominated: ``status.nominatedNodeName`` (a preemptor's node while victims leave).
+        queue: the queue the pod names (label ``gpusched.dev/queue``), ``""`` for none.
+        priority_class: ``spec.priorityClassName``.
+        has_priority: whether ``spec.priority`` is set (the Priority admission plugin sets it).
+        preempts: ``spec.preemptionPolicy`` != ``Never``; ``None`` when not set.
+        native_group: ``group`` comes from ``spec.schedulingGroup.podGroupName`` (the native
+            ``scheduling.k8s.io`` PodGroup), not from the scheduler-plugins label.
+        claims: ``(name in the pod, ResourceClaim name)`` of each DRA claim the pod uses
+            (a template's claim once ``status.resourceClaimStatuses`` names it).
     """
 
     namespace: str
@@ -222,6 +234,12 @@ class PodInfo:
     scheduled_message: str
     nominated: str
     resource_version: str
+    queue: str = ""
+    priority_class: str = ""
+    has_priority: bool = True
+    preempts: bool | None = None
+    native_group: bool = False
+    claims: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> str:
@@ -347,6 +365,17 @@ def pod_from_k8s(obj: Mapping[str, Any]) -> PodInfo:
     scheduled: Mapping[str, Any] = next(
         (c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {}
     )
+    group = labels.get(POD_GROUP_LABEL, "")
+    native = str((spec.get("schedulingGroup") or {}).get("podGroupName") or "")
+    if native and group:
+        problems.append(
+            f"the pod joins PodGroup {native!r} (spec.schedulingGroup) and {group!r} (label "
+            f"{POD_GROUP_LABEL}); one gang at most: remove the label"
+        )
+    claims, claim_problem = _claims(spec, status)
+    if claim_problem:
+        problems.append(claim_problem)
+    policy = spec.get("preemptionPolicy")
     return PodInfo(
         namespace=meta.get("namespace", ""),
         name=meta["name"],
@@ -358,7 +387,7 @@ def pod_from_k8s(obj: Mapping[str, Any]) -> PodInfo:
         created=_timestamp(meta.get("creationTimestamp")),
         started=_timestamp(status.get("startTime")),
         priority=int(spec.get("priority") or 0),
-        group=labels.get(POD_GROUP_LABEL, ""),
+        group=native or group,
         cpu_milli=_milli(requests.get("cpu", 0)),
         memory_mib=_mib(requests.get("memory", 0)),
         num_gpu=num_gpu,
@@ -370,7 +399,35 @@ def pod_from_k8s(obj: Mapping[str, Any]) -> PodInfo:
         scheduled_message=str(scheduled.get("message", "")),
         nominated=str(status.get("nominatedNodeName") or ""),
         resource_version=str(meta.get("resourceVersion", "")),
+        queue=str(labels.get(QUEUE_LABEL, "")),
+        priority_class=str(spec.get("priorityClassName") or ""),
+        has_priority=spec.get("priority") is not None,
+        preempts=None if policy is None else policy != "Never",
+        native_group=bool(native),
+        claims=claims,
     )
+
+
+def _claims(
+    spec: Mapping[str, Any], status: Mapping[str, Any]
+) -> tuple[tuple[tuple[str, str], ...], str]:
+    """The pod's DRA claims as ``(name, ResourceClaim name)``, and a problem for a template
+    whose claim has not been created yet."""
+    generated = {
+        str(s.get("name")): str(s.get("resourceClaimName") or "")
+        for s in status.get("resourceClaimStatuses") or []
+    }
+    out: list[tuple[str, str]] = []
+    for ref in spec.get("resourceClaims") or []:
+        name = str(ref.get("name", ""))
+        claim = ref.get("resourceClaimName") or generated.get(name, "")
+        if not claim:
+            return (), (
+                f"resource claim {name!r}: its ResourceClaimTemplate has no claim yet "
+                "(kube-controller-manager creates it); waiting for it"
+            )
+        out.append((name, str(claim)))
+    return tuple(out), ""
 
 
 # -- pod groups ------------------------------------------------------------------------------
@@ -378,11 +435,16 @@ def pod_from_k8s(obj: Mapping[str, Any]) -> PodInfo:
 
 @dataclass(frozen=True, slots=True)
 class PodGroupInfo:
-    """A scheduler-plugins PodGroup: the gang's minimum size."""
+    """A gang: a scheduler-plugins PodGroup, or a native ``scheduling.k8s.io`` one
+    (``native``), with its minimum size and, for native groups, its priority (``None``: the
+    pods' own)."""
 
     namespace: str
     name: str
     min_member: int
+    uid: str = ""
+    native: bool = False
+    priority: int | None = None
 
     @property
     def key(self) -> str:
@@ -395,4 +457,24 @@ def podgroup_from_k8s(obj: Mapping[str, Any]) -> PodGroupInfo:
         min_member = int(spec.get("minMember") or 0)
     except (TypeError, ValueError):
         min_member = 0
-    return PodGroupInfo(meta.get("namespace", ""), meta["name"], min_member)
+    return PodGroupInfo(meta.get("namespace", ""), meta["name"], min_member, meta.get("uid", ""))
+
+
+def native_podgroup_from_k8s(obj: Mapping[str, Any]) -> PodGroupInfo:
+    """A ``scheduling.k8s.io/v1alpha2`` PodGroup: ``spec.schedulingPolicy.gang.minCount`` pods
+    start together; the ``basic`` policy schedules its pods one by one (a gang of 1)."""
+    meta, spec = obj["metadata"], obj.get("spec") or {}
+    policy = spec.get("schedulingPolicy") or {}
+    try:
+        min_count = int((policy.get("gang") or {}).get("minCount") or 0) if "gang" in policy else 1
+    except (TypeError, ValueError):
+        min_count = 0
+    priority = spec.get("priority")
+    return PodGroupInfo(
+        meta.get("namespace", ""),
+        meta["name"],
+        min_count,
+        meta.get("uid", ""),
+        native=True,
+        priority=int(priority) if isinstance(priority, int) else None,
+    )

@@ -116,6 +116,8 @@ class Job:
         kind: what the job is for.
         priority_class: name of the job's priority class (informational once resolved).
         preemptible: whether the job may be evicted to make room for others.
+        preempts: whether the job may evict others (reclaim, preempt); Kubernetes'
+            ``preemptionPolicy: Never`` is ``False``.
         runtime_estimate: the user's estimate of the run time in seconds, if given.
         user: who submitted the job (runtime estimates are learned per user and kind).
         topology: the network domain the gang wants to sit in (see
@@ -136,6 +138,7 @@ class Job:
     labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     priority_class: str = ""
     preemptible: bool = True
+    preempts: bool = True
     runtime_estimate: float | None = None
     user: str = ""
     topology: TopologyRequest | None = None
