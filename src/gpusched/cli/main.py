@@ -8,6 +8,8 @@ Commands::
     gpusched bench gangs           a generated gang workload: baselines vs gpusched
     gpusched bench cycle           time one scheduling cycle on a large busy cluster
     gpusched workload generate     write a seeded synthetic workload file
+    gpusched run                   the live scheduler in a Kubernetes cluster
+    gpusched replay                a workload replayed on kwok nodes against a live scheduler
     gpusched policies              list the built-in placement policies
     gpusched profile show NAME     print a built-in policy as a profile YAML to start from
 
@@ -30,6 +32,7 @@ from rich.table import Table
 from gpusched.cli.inputs import load_inputs, load_nodes, parse_seeds, resolve_profiles
 from gpusched.cli.live import run_command
 from gpusched.cli.progress import progress_bar
+from gpusched.cli.replay import replay_command
 from gpusched.errors import ConfigError, GpuschedError, InputError
 from gpusched.io.native import dump_workload
 from gpusched.io.openb import read_openb_nodes, read_openb_pods, read_paper_results, workload_path
@@ -59,6 +62,7 @@ app.add_typer(bench_app, name="bench")
 app.add_typer(workload_app, name="workload")
 app.add_typer(profile_app, name="profile")
 app.command("run")(run_command)
+app.command("replay")(replay_command)
 
 out = Console()
 
@@ -104,6 +108,7 @@ _ROWS: tuple[tuple[str, str, str], ...] = (
     ("partially_placed_gangs_max", "gangs partly placed (max at once)", "{:,}"),
     ("idle_gpu_hours_held_by_partial_gangs", "GPU-hours held by partial gangs", "{:,.1f}"),
     ("preemptions", "preemptions", "{:,}"),
+    ("defrag_moves", "defragmentation moves", "{:,}"),
     ("seconds", "simulation wall time", "{:.2f} s"),
 )
 

@@ -215,6 +215,31 @@ class Simulation:
                 progress(arrived, total)
         return self
 
+    def observe(
+        self,
+        now: float,
+        *,
+        completed: Sequence[JobId] = (),
+        arrived: Sequence[JobId] = (),
+        plan: Plan | None = None,
+    ) -> None:
+        """Advance to ``now`` with what a real cluster did instead of what ``schedule()``
+        decides (:mod:`gpusched.sim.observed` drives a replay's metrics through this, so they
+        come from the same bookkeeping as a simulated run's): ``completed`` jobs end,
+        ``arrived`` jobs join the queue, ``plan``'s evictions then binds are applied, then the
+        observers run. Do not mix with :meth:`run`."""
+        self._decay_history(now)
+        self.now = now
+        for job_id in completed:
+            if job_id in self.running:
+                self._complete(job_id)
+        for job_id in arrived:
+            self._arrive(job_id)
+        if plan is not None:
+            self._apply(plan)
+        for obs in self.observers:
+            obs(self)
+
     def _log(self, kind: str, who: str, what: str = "") -> None:
         if self.options.record_events:
             self.events.append((self.now, kind, who, what))
