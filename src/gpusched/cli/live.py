@@ -53,6 +53,10 @@ def run_command(
     retry_period: Annotated[
         float, typer.Option(min=0.1, help="seconds between Lease renewals and attempts")
     ] = 2.0,
+    watch_timeout: Annotated[
+        int,
+        typer.Option(min=1, help="seconds each cache's watch request lasts before it is re-opened"),
+    ] = 300,
     metrics_address: Annotated[
         str, typer.Option(help="HOST:PORT serving /metrics; empty to disable")
     ] = "0.0.0.0:10261",
@@ -81,7 +85,7 @@ def run_command(
         )
     config = RunConfig(
         kubeconfig=kubeconfig,
-        options=LiveOptions(scheduler_name=scheduler_name),
+        options=LiveOptions(scheduler_name=scheduler_name, watch_timeout_s=watch_timeout),
         leader_elect=leader_elect,
         lease_namespace=lease_namespace,
         lease_name=lease_name,

@@ -98,6 +98,7 @@ class LiveOptions:
     bind_workers: int = 16
     seed: int = 0
     hold_ttl_s: float = 120.0
+    watch_timeout_s: int = 300
 
 
 @dataclass(slots=True)
@@ -222,6 +223,7 @@ class LiveScheduler:
     def start_caches(self, stop: threading.Event) -> None:
         self.discover()
         for name, informer in self._informers():
+            informer.watch_timeout_s = self.options.watch_timeout_s
             thread = threading.Thread(
                 target=informer.run, args=(stop,), name=f"cache-{name}", daemon=True
             )
