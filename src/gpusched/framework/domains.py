@@ -25,6 +25,19 @@ nodes):
    placed anywhere.
 
 Nodes without the level's label belong to no domain (they are used only by step 4).
+
+**Bounded wait of a preferred gang** (:mod:`.domain_wait`, :func:`patience_s`). Splitting is
+a last resort: before steps 2-4 split a preferred gang that one domain of ``L`` could hold on
+the empty cluster, the gang may wait for one domain::
+
+    patience(j) = DOMAIN_PATIENCE * estimate(j)          (0.25 of its estimated run time)
+    t_one       = earliest start in one domain of L      (reservation search, run-time estimates)
+    t_any       = earliest start anywhere                (now, if it fits split now)
+    wait for one domain  iff  t_one - t_any <= patience(j)
+
+A gang that waits holds its one-domain reservation when it is the head of the line (EASY
+backfill), so small jobs do not fill that domain meanwhile. The rule is re-evaluated every
+cycle from run-time estimates; the bound is on the expected extra wait at each decision.
 """
 
 from __future__ import annotations
@@ -34,15 +47,26 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from gpusched.errors import ConfigError
 from gpusched.framework.state import ClusterState
-from gpusched.model import MILLI_PER_GPU, TaskShape
+from gpusched.model import MILLI_PER_GPU, Job, TaskShape
 
-__all__ = ["DomainChoice", "choose_domain", "task_fit"]
+__all__ = [
+    "DOMAIN_PATIENCE",
+    "DomainChoice",
+    "choose_domain",
+    "fits_one_domain",
+    "patience_s",
+    "task_fit",
+]
 
 BoolArray = NDArray[np.bool_]
 I64 = NDArray[np.int64]
 
 _BIG = np.iinfo(np.int64).max // 4
+
+#: Share of its estimated run time a preferred gang may wait longer to get one domain.
+DOMAIN_PATIENCE = 0.25
 
 
 def task_fit(state: ClusterState, shape: TaskShape, feasible: BoolArray) -> I64:
@@ -144,3 +168,36 @@ def choose_domain(
     if picked is not None:
         return DomainChoice(np.isin(ids, picked), tuple(names[d] for d in picked))
     return DomainChoice(None)
+
+
+def fits_one_domain(state: ClusterState, level: int, shape: TaskShape, need: int) -> bool:
+    """Whether ``need`` tasks of ``shape`` fit one domain of ``level`` on the empty cluster
+    (model restrictions applied; cached per layout)."""
+    key = ("fits-one-domain", level, shape, need)
+    cache = state.layout_cache
+    known = cache.get(key)
+    if known is None:
+        empty = state.empty()
+        fit = task_fit(empty, shape, empty.model_mask(shape.gpu_models))
+        ids = empty.domains(level)
+        known = cache[key] = bool(
+            _room(ids, fit, len(empty.domain_names(level))).max(initial=0) >= need
+        )
+    return bool(known)
+
+
+def patience_s(state: ClusterState, job: Job, estimate: float) -> float:
+    """How much later a start in one domain may be than a split start for ``job`` (module
+    docstring): ``DOMAIN_PATIENCE * estimate`` for a preferred gang that one domain of its
+    level could hold; 0 for every other job."""
+    req = job.topology
+    need = job.min_available
+    if req is None or req.required or need < 2:
+        return 0.0
+    try:
+        level = state.network.level(req.level)
+    except ConfigError:
+        return 0.0
+    if not fits_one_domain(state, level, job.tasks[0].shape, need):
+        return 0.0
+    return DOMAIN_PATIENCE * estimate

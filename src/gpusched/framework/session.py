@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from gpusched.errors import ConfigError
+from gpusched.framework.domain_wait import wait_for_domain
 from gpusched.framework.domains import choose_domain, task_fit
 from gpusched.framework.extension import CycleContext
 from gpusched.framework.plan import Bind, Eviction, Plan
@@ -359,8 +360,9 @@ class Session:
             job.topology,
             *(t.shape for t in todo[: max(need, 0)]),
         )
-        if self.blocked_nodes:
-            # Reserved nodes admit only jobs ending before the reservation: the outcome then
+        if self.blocked_nodes or (job.topology is not None and not job.topology.required):
+            # Reserved nodes admit only jobs ending before the reservation, and a preferred
+            # gang's patience for one domain is a share of its run time: the outcome then
             # depends on the job's expected end too.
             key = (*key, self._end_estimate)
         known = self._failed.get(key)
@@ -369,7 +371,7 @@ class Session:
             return known
         stmt = Statement(self.state)
         gang_tasks = todo[: max(need, 0)]
-        failed = self._confine(job, gang_tasks)
+        failed = self.confine(job, gang_tasks)
         try:
             for task in gang_tasks if failed is None else ():
                 status = self.place_task(task, stmt)
@@ -424,9 +426,13 @@ class Session:
         self._commit(job, stmt)
         return Status.success()
 
-    def _confine(self, job: Job, tasks: Sequence[Task]) -> Status | None:
+    def confine(
+        self, job: Job, tasks: Sequence[Task], *, one_domain: bool = False, wait: bool = True
+    ) -> Status | None:
         """Confine the gang to the network domain :mod:`.domains` chooses (sets
-        :attr:`restrict`); a status when a required domain has no room."""
+        :attr:`restrict`); a status when a required domain has no room, or when a preferred
+        gang waits a bounded time for one domain instead of splitting (``wait``;
+        :mod:`.domain_wait`). ``one_domain``: treat a preferred gang as required."""
         req = job.topology
         if req is None or len(tasks) < 2:
             return None
@@ -435,7 +441,12 @@ class Session:
         except ConfigError as exc:
             return Status(Code.UNRESOLVABLE, (str(exc),))
         fit = self._gang_fit(self.state, tasks[0], blocked=True)
-        choice = choose_domain(self.state, level, fit, len(tasks), required=req.required)
+        required = req.required or one_domain
+        choice = choose_domain(self.state, level, fit, len(tasks), required=required)
+        if wait and not required and len(choice.domains) != 1:
+            waiting = wait_for_domain(self, job, self.state.network.levels[level].name)
+            if waiting is not None:
+                return waiting
         if choice.problem:
             empty = self.state.empty()
             ever = choose_domain(

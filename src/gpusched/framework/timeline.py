@@ -19,11 +19,13 @@ such wherever it is shown; the head-of-line job's reservation is exact under the
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from gpusched.framework.domains import patience_s
 from gpusched.framework.plan import Reservation
 from gpusched.framework.quota import job_request
 from gpusched.framework.state import Allocation, ReleaseBatch
@@ -36,6 +38,8 @@ if TYPE_CHECKING:
 __all__ = ["estimate_starts", "expected_ends", "limit_start", "reserve"]
 
 _OVERRUN = 0.1
+#: Sorts after every job id (for bisecting ``(end, job)`` pairs by end alone).
+_LAST_ID = JobId("\U0010ffff")
 
 
 def expected_ends(session: Session) -> list[tuple[float, JobId]]:
@@ -61,44 +65,81 @@ def expected_ends(session: Session) -> list[tuple[float, JobId]]:
     return ends
 
 
-def reserve(session: Session, job: Job) -> Reservation | None:
+def reserve(
+    session: Session,
+    job: Job,
+    *,
+    one_domain: bool = False,
+    until: float = math.inf,
+    exact: bool = True,
+) -> Reservation | None:
     """Earliest start of ``job`` as running jobs end, with the nodes it would use.
+
+    A gang asking for a network domain is confined as :meth:`Session.place_job` confines it
+    (``one_domain``: to one domain of its level even when it only prefers one). A preferred
+    gang's reservation is the one-domain start when that is at most its patience later than
+    the start anywhere (:func:`~gpusched.framework.domains.patience_s`). ``until``: consider
+    only releases expected by then (``None`` if the job does not fit by then); ``exact=False``:
+    one trial with all of them released, the start reported as the last of them (a yes/no
+    answer to "does it fit by ``until``?", with no nodes).
+    """
+    found = _search(session, job, one_domain, until, exact)
+    if one_domain or found is None:
+        return found
+    patience = patience_s(session.state, job, session.runtime_estimate(job))
+    if patience <= 0:
+        return found
+    one = _search(session, job, True, min(until, found.start + patience), exact)
+    return found if one is None else one
+
+
+def _search(
+    session: Session, job: Job, one_domain: bool, until: float, exact: bool = True
+) -> Reservation | None:
+    """:func:`reserve` without the preferred-gang comparison.
 
     The running jobs' allocations are laid out once as flat arrays in order of expected end
     (:class:`~gpusched.framework.state.ReleaseBatch`); the state after the first ``p`` releases
     is then one vector sum over a prefix (:meth:`ClusterState.free_batch`), with no
     allocation-map work. Galloping search: try ``p = 1, 2, 4, 8, ...`` releases (``O(log R)``
     trials), then bisect inside the last doubling. Fitting is (near enough) monotone in the
-    releases.
+    releases. A gang confined to one network domain is tested by the domain's room alone
+    (:mod:`~gpusched.framework.domains`: room is exact for identical tasks) and placed once,
+    at the prefix found, for its nodes.
     """
     ends = expected_ends(session)
+    if math.isfinite(until):
+        ends = ends[: bisect.bisect_right(ends, (until, _LAST_ID))]
     if not ends:
         return None
     original = session.state
     tasks = job.tasks[: job.min_available]
-    allocations = original.allocations
-    allocs: list[Allocation] = []
-    offsets = [0]  # releases -> entries of the batch
-    for _, job_id in ends:
-        allocs.extend(a for t in session.running[job_id].job.tasks if (a := allocations.get(t.id)))
-        offsets.append(len(allocs))
-    batch = ReleaseBatch(allocs, original.gpu_slots)
+    batch, offsets = _releases(session, ends)
+    confining = job.topology is not None and (one_domain or job.topology.required)
 
-    def fits(releases: int) -> tuple[NodeName, ...] | None:
+    def fits(releases: int, *, place: bool = False) -> tuple[NodeName, ...] | None:
         scratch = original.copy(allocations=False)
         scratch.free_batch(batch, offsets[releases])
         if int(scratch.gpu_idle.sum()) < job.gpu_milli:
             return None
         session.state = scratch
         try:
+            # Network domain of a gang that asks for one (None: no request, no restriction).
+            if session.confine(job, tasks, one_domain=one_domain, wait=False) is not None:
+                return None
+            if confining and session.restrict is not None and not place:
+                return ()
             stmt = Statement(scratch)
             ok = all(session.place_task(t, stmt, explain=False).ok for t in tasks)
             nodes = tuple(dict.fromkeys(scratch.names[a.node] for a in stmt.allocations))
             stmt.rollback()
         finally:
             session.state = original
+            session.restrict = None
         return nodes if ok else None
 
+    if not exact:
+        return None if fits(len(ends)) is None else Reservation(job.id, ends[-1][0], ())
     done, step, before_done = 0, 1, 0
     found: tuple[NodeName, ...] | None = None
     while True:
@@ -118,7 +159,24 @@ def reserve(session: Session, job: Job) -> Reservation | None:
             lo = mid + 1
         else:
             hi, best = mid, got
+    if confining:
+        placed = fits(lo, place=True)
+        if placed is None:
+            return None
+        best = placed
     return Reservation(job.id, ends[lo - 1][0], best)
+
+
+def _releases(session: Session, ends: list[tuple[float, JobId]]) -> tuple[ReleaseBatch, list[int]]:
+    """The running jobs' allocations in order of expected end, and for each number of
+    releases ``p`` the number of batch entries they cover (``offsets[p]``)."""
+    allocations = session.state.allocations
+    allocs: list[Allocation] = []
+    offsets = [0]
+    for _, job_id in ends:
+        allocs.extend(a for t in session.running[job_id].job.tasks if (a := allocations.get(t.id)))
+        offsets.append(len(allocs))
+    return ReleaseBatch(allocs, session.state.gpu_slots), offsets
 
 
 def estimate_starts(session: Session, jobs: Iterable[Job]) -> dict[JobId, float]:
