@@ -128,6 +128,28 @@ def test_gpusched_topo_is_a_built_in_policy_with_the_topology_picker() -> None:
     build_profile(spec)
 
 
+def test_gpusched_topo_is_gpusched_plus_the_topology_parts() -> None:
+    """Derived from gpusched: removing the two topology scores and restoring the picker
+    gives gpusched's spec back, field for field (name and description aside)."""
+    base = policy_spec("gpusched")
+    topo = policy_spec("gpusched-topo")
+    assert [
+        (s.name, s.weight) for s in topo.scores if s.name not in {"fgd", "node-preference"}
+    ] == [
+        ("gpu-topology", 8.0),
+        ("network-packing", 2.0),
+    ]
+    stripped = topo.model_copy(
+        update={
+            "name": base.name,
+            "description": base.description,
+            "scores": [s for s in topo.scores if s.name not in {"gpu-topology", "network-packing"}],
+            "gpu_picker": base.gpu_picker,
+        }
+    )
+    assert stripped == base
+
+
 # -- the metric ---------------------------------------------------------------------------------
 
 

@@ -16,7 +16,9 @@ gpusched       backfill + reclaim + preemption + fair share, FGD placement
 gpusched-topo  gpusched with GPU topology: connectivity score, topology-aware GPU picker
 =============  ==================================================================
 
-``gpusched-topo`` is a separate name so that ``gpusched`` keeps its openb figures exactly:
+``gpusched-topo`` is derived from ``gpusched`` (:func:`_with_topology`: the same actions,
+queues, filters and scores plus the topology parts), so the two cannot drift apart. It is a
+separate name so that ``gpusched`` keeps its openb figures exactly:
 on nodes without a topology the ``gpu-topology`` score is a constant and the picker is
 best fit, but FGD's own GPU choice for sharing tasks is not used.
 """
@@ -97,31 +99,34 @@ POLICIES: dict[str, ProfileSpec] = {
         scores=[PluginSpec(name="fgd"), PluginSpec(name="node-preference", weight=0.2)],
         gpu_picker=PluginSpec(name="fgd"),
     ),
-    "gpusched-topo": ProfileSpec(
-        name="gpusched-topo",
-        description=(
-            "gpusched with GPU topology: FGD plus the gpu-topology connectivity score, the "
-            "topology-aware GPU picker (best-connected set, least damage), network domains "
-            "for gangs that ask"
-        ),
-        actions=["backfill", "reclaim", "preempt"],
-        queue_sort="fair-share",
-        filters=[
-            PluginSpec(name="node-resources-fit"),
-            PluginSpec(name="gpu-model"),
-            PluginSpec(name="node-constraints"),
-        ],
-        scores=[
-            PluginSpec(name="fgd"),
-            # Weight 8: one step of set quality (12.5 points) outweighs any FGD difference
-            # (0..100); fewer GPUs left (1.4 points each) competes with FGD on packing.
-            PluginSpec(name="gpu-topology", weight=8.0),
-            PluginSpec(name="network-packing", weight=2.0),
-            PluginSpec(name="node-preference", weight=0.2),
-        ],
-        gpu_picker=PluginSpec(name="topology-aware-gpu"),
-    ),
 }
+
+
+def _with_topology(base: ProfileSpec, name: str) -> ProfileSpec:
+    """``base`` with GPU topology: the same actions, queue order, filters and scores, plus
+    ``gpu-topology`` (weight 8) and ``network-packing`` (weight 2) right after ``fgd``, and the
+    ``topology-aware-gpu`` picker. Derived, not copied, so the two cannot drift apart.
+
+    Weight 8: one step of set quality (12.5 points) outweighs any FGD difference (0..100);
+    fewer GPUs left (1.4 points each) competes with FGD on packing.
+    """
+    spec = base.model_copy(deep=True)
+    spec.name = name
+    spec.description = (
+        f"{base.name} with GPU topology: FGD plus the gpu-topology connectivity score, the "
+        "topology-aware GPU picker (best-connected set, least damage), network domains for "
+        "gangs that ask"
+    )
+    after = next(i for i, s in enumerate(spec.scores) if s.name == "fgd") + 1
+    spec.scores[after:after] = [
+        PluginSpec(name="gpu-topology", weight=8.0),
+        PluginSpec(name="network-packing", weight=2.0),
+    ]
+    spec.gpu_picker = PluginSpec(name="topology-aware-gpu")
+    return spec
+
+
+POLICIES["gpusched-topo"] = _with_topology(POLICIES["gpusched"], "gpusched-topo")
 
 #: The policy ``gpusched simulate`` compares against the baselines by default.
 BEST_POLICY = "gpusched"
