@@ -18,6 +18,7 @@ KILL) and removes the etcd data.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import ctypes
 import json
@@ -169,6 +170,7 @@ class ControlPlane:
     kubeconfig: Path = Path()
     _apiserver_argv: list[str] = field(default_factory=list)
     extra_logs: list[Path] = field(default_factory=list)
+    etcd_url: str = ""
     _etcd_data: Path | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -178,6 +180,7 @@ class ControlPlane:
         self.pki = Pki.create(self.workdir / "pki")
         try:
             etcd_url = self._start_etcd()
+            self.etcd_url = etcd_url
             self._start_apiserver(etcd_url, apiserver_args)
             self.kubeconfig = self.write_kubeconfig("admin", self.pki.admin)
             if kwok:
@@ -355,14 +358,38 @@ class ControlPlane:
         ]
         self._wait_apiserver(self._spawn("kube-apiserver", self._apiserver_argv))
 
-    def restart_apiserver(self) -> None:
+    def restart_apiserver(self, down_s: float = 0.0) -> None:
         """Kill kube-apiserver (as a crash would; a TERM drains watches for about 10 s) and
-        start it again on the same port, store and certs: every watch breaks and every client
-        must reconnect."""
+        start it again on the same port, store and certs, after ``down_s`` seconds: every
+        watch breaks and every client must reconnect."""
         old = next(p for p in self.processes if p.name == "kube-apiserver")
         old.kill()
         self.processes.remove(old)
+        time.sleep(down_s)
         self._wait_apiserver(self._spawn("kube-apiserver", self._apiserver_argv))
+
+    def etcd_revision(self) -> int:
+        """etcd's current revision (its gRPC gateway, ``/v3/kv/range``)."""
+        key = base64.b64encode(b"/").decode()
+        answer: JsonObj = httpx.post(
+            f"{self.etcd_url}/v3/kv/range", json={"key": key, "limit": 1}, timeout=10
+        ).json()
+        return int(answer["header"]["revision"])
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to its current revision (as the apiserver does every
+        5 min), so a watch from an older resourceVersion gets ``410 Gone``; returns the
+        revision. Without the apiserver's watch cache (``--watch-cache=false``) watches go to
+        etcd, so this is how a client's watch expires."""
+        revision = self.etcd_revision()
+        response = httpx.post(
+            f"{self.etcd_url}/v3/kv/compaction",
+            json={"revision": str(revision), "physical": True},
+            timeout=30,
+        )
+        if response.status_code != 200:
+            raise ControlPlaneError(f"etcd compaction failed: {response.text[:500]}")
+        return revision
 
     def _wait_apiserver(self, apiserver: Process) -> None:
         with self.client(timeout_s=5) as http:

@@ -132,7 +132,9 @@ def test_replay_completes_every_job_and_agrees_with_simulate(
     results = report["results"]
     assert isinstance(results, list)
     live, sim = results[0], results[1]
-    (plain_sim,) = simulated["results"]  # type: ignore[misc]
+    plain_results = simulated["results"]
+    assert isinstance(plain_results, list)
+    plain_sim = plain_results[0]
     # replay reports simulate's keys, and its own simulation is simulate's run
     assert set(plain_sim) - {"seconds"} <= set(live)
     for key in ("jobs_started", "jobs_completed", "avg_wait_s", "gpu_allocation_pct"):
