@@ -119,14 +119,16 @@ class _Feeder:
     bound: dict[JobId, set[TaskId]] = field(default_factory=dict)
 
     def step(self, now: float, batch: list[Observed]) -> None:
+        """Completions, evictions and arrivals first; then the binds, checked against the
+        state they left (a bind often takes what a completion at the same instant freed)."""
         completed: list[JobId] = []
         arrived: list[JobId] = []
-        plan = Plan()
+        evictions = Plan()
         for event in batch:
             if event.kind is Kind.ARRIVE:
                 arrived.append(event.job)
             elif event.kind is Kind.EVICT and event.job in self.sim.running:
-                plan.evictions.append(Eviction(event.job, JobId(""), "observed eviction"))
+                evictions.evictions.append(Eviction(event.job, JobId(""), "observed eviction"))
                 self.bound.pop(event.job, None)
             elif event.kind is Kind.COMPLETE and event.task is not None:
                 members = self.bound.get(event.job)
@@ -135,9 +137,14 @@ class _Feeder:
                     if not members:
                         completed.append(event.job)
                         del self.bound[event.job]
-            elif event.kind is Kind.BIND and event.task is not None:
+        binds = [e for e in batch if e.kind is Kind.BIND and e.task is not None]
+        if completed or arrived or evictions.evictions or not binds:
+            self.sim.observe(now, completed=completed, arrived=arrived, plan=evictions)
+        if binds:
+            plan = Plan()
+            for event in binds:
                 self._bind(event, plan)
-        self.sim.observe(now, completed=completed, arrived=arrived, plan=plan)
+            self.sim.observe(now, plan=plan)
 
     def _bind(self, event: Observed, plan: Plan) -> None:
         assert event.task is not None
