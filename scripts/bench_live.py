@@ -22,6 +22,10 @@ maximum of each figure and of the gpusched / kube-scheduler ratio. For each sche
 kube-scheduler runs with its client QPS and burst raised to 5000 (``--kube-qps``); it ignores
 PodGroups, so its gang numbers show what pod-by-pod scheduling does to gangs.
 
+* **backlog**: the same ``--pods`` single-GPU pods created *before* the scheduler starts, so
+  the load generator is idle while the scheduler works; measured: seconds from the
+  scheduler's start to the last bind and pods bound per second over that span (the
+  scheduler's own rate on this control plane, start-up and cache sync included).
 * **failover** (gpusched only): two replicas with leader election; ``--failover-pods``
   single-GPU pods are created; once a third of them is bound the leader is killed (SIGKILL, no
   Lease release). Measured: the takeover time (kill -> first bind by the standby, and kill ->
@@ -230,6 +234,39 @@ def run_plain(
     return result
 
 
+def run_backlog(
+    plane: ControlPlane, http: httpx.Client, which: str, args: argparse.Namespace
+) -> JsonObj:
+    """All pods first, then the scheduler: its bind rate without the load generator."""
+    recorder = Recorder(plane)
+    recorder.start()
+    time.sleep(0.5)
+    pods = [
+        pod_manifest(f"q{i}", gpus=1, cpu="100m", memory="256Mi", scheduler=scheduler_name(which))
+        for i in range(args.pods)
+    ]
+    create_all(http, f"/api/v1/namespaces/{NS}/pods", pods)
+    started = time.time()
+    sched = start_scheduler(
+        plane, which, args.kube_qps, plane.workdir / f"bench-{which}-backlog.log"
+    )
+    wait_bound(recorder, min(args.pods, args.nodes * args.gpus), args.stall)
+    recorder.stop.set()
+    stop_scheduler(sched)
+    span = max(recorder.bound.values()) - started if recorder.bound else float("nan")
+    result = {
+        "scheduler": which,
+        "phase": "backlog",
+        "pods": args.pods,
+        "bound": len(recorder.bound),
+        "start_to_last_bind_s": round(span, 1),
+        "bound_per_s": round(len(recorder.bound) / span, 1),
+    }
+    print(json.dumps(result), flush=True)
+    clear_namespace(http)
+    return result
+
+
 def run_gangs(
     plane: ControlPlane, http: httpx.Client, which: str, args: argparse.Namespace
 ) -> JsonObj:
@@ -411,6 +448,7 @@ def load() -> str:
 
 SUMMARY_KEYS = (
     "bound_per_s",
+    "start_to_last_bind_s",
     "latency_p50_s",
     "latency_p99_s",
     "gangs_partial_at_end",
@@ -440,7 +478,7 @@ def summarise(results: list[JsonObj]) -> list[JsonObj]:
                     "max": round(max(values), 2),
                 }
         rows.append(row)
-    for phase in ("plain", "gangs"):
+    for phase in ("plain", "backlog", "gangs"):
         ours = [
             r["bound_per_s"]
             for r in results
@@ -541,6 +579,8 @@ def run_all(plane: ControlPlane, http: httpx.Client, args: argparse.Namespace) -
                     got = run_failover(plane, http, which, args)
                 elif phase == "gangs":
                     got = [run_gangs(plane, http, which, args)]
+                elif phase == "backlog":
+                    got = [run_backlog(plane, http, which, args)]
                 else:
                     got = [run_plain(plane, http, which, args)]
                 for result in got:

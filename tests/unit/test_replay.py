@@ -4,6 +4,9 @@ replay's metrics: a simulated run's own events, fed back as observations, give i
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -235,3 +238,33 @@ def test_binds_of_a_gang_a_moment_apart_are_not_a_partial_gang() -> None:
     assert apart.summary["partially_placed_gangs_max"] == 1
     assert settled.summary["partially_placed_gangs_max"] == 0
     assert settled.simulation.records[gang.id].first_start == 4.5
+
+
+def test_replay_stops_on_a_bad_node_name_before_touching_the_cluster(tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(
+        "nodes:\n  - {name: GPU_box, cpu: 8, memory: 64Gi, gpus: 1, gpu_model: A100}\n"
+    )
+    workload = tmp_path / "jobs.yaml"
+    workload.write_text("jobs:\n  - {name: a, cpu: 1, memory: 1Gi, gpus: 1, duration: 10}\n")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:9'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+    )
+    done = subprocess.run(
+        [
+            *(sys.executable, "-c", "from gpusched.cli.main import main; main()", "replay"),
+            *("--kubeconfig", str(kubeconfig), "--cluster", str(cluster)),
+            *("--workload", str(workload)),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "node 'GPU_box': field 'name'" in done.stderr
+    assert "apiserver" not in done.stderr  # nothing was sent

@@ -50,7 +50,7 @@ from gpusched.live.replay_objects import (
     priority_class_object,
 )
 from gpusched.live.translate import GPUS_ANNOTATION
-from gpusched.model import MILLI_PER_GPU, Job, Node
+from gpusched.model import MILLI_PER_GPU, Job, JobId, Node
 
 __all__ = ["ReplayEvent", "ReplayOptions", "ReplayResult", "replay"]
 
@@ -139,6 +139,8 @@ class _Replay:
         self.tasks: dict[str, tuple[Job, int]] = {}  # pod name -> job, task index
         self.finished_jobs: set[str] = set()
         self.names = ReplayNames()
+        self.node_objects: list[JsonObj] = []
+        self.job_objects: dict[JobId, tuple[JsonObj | None, list[JsonObj]]] = {}
         self.pool = ThreadPoolExecutor(opts.workers, thread_name_prefix="replay")
 
     # -- clock -----------------------------------------------------------------------------
@@ -167,7 +169,7 @@ class _Replay:
         for priority in sorted({j.priority for j in self.jobs if j.priority}):
             body = priority_class_object(priority, self.result.run)
             self._create("/apis/scheduling.k8s.io/v1/priorityclasses", body)
-        objects = [node_object(n, self.result.run) for n in self.nodes]
+        objects = self.node_objects
         list(self.pool.map(lambda o: self._create("/api/v1/nodes", o), objects))
         selector = {"labelSelector": f"{REPLAY_LABEL}={self.result.run}"}
         deadline = time.monotonic() + 60 + len(objects) / 10
@@ -221,13 +223,19 @@ class _Replay:
             with self.lock:
                 self.result.errors.append(f"job {job.id}: {exc}")
 
+    def prepare(self) -> None:
+        """Every object, built before the first request, so bad input stops the replay before
+        it has changed the cluster."""
+        self.node_objects = [node_object(n, self.result.run) for n in self.nodes]
+        self.job_objects = {job.id: self._manifests(job) for job in self.jobs}
+
     def submit_all(self, progress: Callable[[int, int], None]) -> None:
         for job in self.jobs:
             due = self.t0 + (job.submit_time - self.origin) / self.opts.speed
             while (left := due - time.monotonic()) > 0:
                 time.sleep(min(left, 0.5))
                 progress(len(self.finished_jobs), len(self.jobs))
-            group, pods = self._manifests(job)
+            group, pods = self.job_objects[job.id]
             self._record(ReplayEvent(job.submit_time, "arrive", str(job.id)))
             self.pool.submit(self._submit, job, group, pods, due)
 
@@ -389,6 +397,7 @@ def replay(
     """Replay ``jobs`` on kwok copies of ``nodes`` (see the module docstring);
     ``progress(jobs finished, jobs)`` is called about twice a second."""
     run = _Replay(client, nodes, jobs, options or ReplayOptions())
+    run.prepare()
     stop = threading.Event()
     watcher = threading.Thread(target=run.watch, args=(stop,), name="replay-watch", daemon=True)
     try:

@@ -186,7 +186,9 @@ def _placement(task: Task) -> JsonObj:
     c: Constraints = shape.constraints
     spec: JsonObj = {}
     selector = dict(c.node_selector)
-    models = sorted(shape.gpu_models)
+    models = [
+        _check_label(m, f"job {task.job!r}: field 'gpu_models'") for m in sorted(shape.gpu_models)
+    ]
     required = [[_expression(e) for e in term] for term in c.required]
     if len(models) == 1:
         selector[PRODUCT_LABEL] = models[0]
