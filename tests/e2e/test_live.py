@@ -307,6 +307,8 @@ def test_standby_takes_over_when_the_leader_is_killed(
     wait_for(kube, pods_path(namespace), "before", lambda p: bool(bound_node(p)), 60)
     second = start_gpusched("replica-b")
     time.sleep(3)
+    # On two busy cores the second process may still be starting; wait for its /metrics.
+    wait_until("the standby's /metrics", lambda: bool(second.metrics()), 30)
     assert "gpusched_is_leader 0.0" in second.metrics()  # a standby schedules nothing
 
     first.process.kill()  # no graceful release: the standby must wait the lease out

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from e2e.conftest import NodeFactory
-from e2e.controlplane import ControlPlane
+from e2e.controlplane import ControlPlane, wait_until
 from e2e.kube import JsonObj, check, condition, pod_manifest, pods_path, wait_for
 from e2e.test_live import (  # noqa: F401 - fixtures used by name
     PREEMPT_NOW_PROFILE,
@@ -104,8 +104,12 @@ def test_queue_limit_holds_and_another_teams_queue_is_refused(  # noqa: PLR0917 
     assert f"namespace {other_namespace} may not use queue '{team}'" in text
     assert f"namespaces {namespace} (spec.namespaces)" in text
     assert f"add {other_namespace} to the Queue's spec.namespaces" in text  # how to fix
-    events = check(kube.get(f"/api/v1/namespaces/{other_namespace}/events"))["items"]
-    assert any(e["reason"] == "FailedScheduling" and team in e["message"] for e in events)
+
+    def told() -> bool:  # the Event is posted right after the condition
+        events = check(kube.get(f"/api/v1/namespaces/{other_namespace}/events"))["items"]
+        return any(e["reason"] == "FailedScheduling" and team in e["message"] for e in events)
+
+    wait_until("a FailedScheduling Event naming the queue", told, 30)
 
     # The limit of 2 GPUs: two pods run, the third waits with the queue's numbers.
     for name in ("p0", "p1", "p2"):

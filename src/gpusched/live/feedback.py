@@ -81,7 +81,6 @@ class Feedback:
             if info.accepted == (status, message):
                 self._said[f"queue/{name}"] = problem
                 continue
-            self._condition_queue(info, status, message)
             if problem and self._said.get(f"queue/{name}") != problem:
                 involved = {
                     "apiVersion": "gpusched.dev/v1alpha1",
@@ -90,6 +89,8 @@ class Feedback:
                     "uid": info.uid,
                 }
                 self._post("default", involved, "InvalidQueue", f"Queue {name}: {problem}")
+            self._condition_queue(info, status, message)  # after the Event: a reader of the
+            # condition finds the Event already there
             self._said[f"queue/{name}"] = problem
             written.append(name)
         return written

@@ -163,6 +163,7 @@ class LiveScheduler:
         self._holds: dict[str, tuple[Hold, float]] = {}
         self._refused: set[JobId] = set()
         self._dra: DraView | None = None
+        self._discovered = threading.Event()
         self._memo = SnapshotMemo()
         self._writes: list[Future[None]] = []
         self._assumed: dict[str, tuple[Assumed, float]] = {}
@@ -221,17 +222,34 @@ class LiveScheduler:
         return [(name, informer) for name, informer in named if informer is not None]
 
     def start_caches(self, stop: threading.Event) -> None:
-        self.discover()
-        for name, informer in self._informers():
-            informer.watch_timeout_s = self.options.watch_timeout_s
-            thread = threading.Thread(
-                target=informer.run, args=(stop,), name=f"cache-{name}", daemon=True
-            )
-            thread.start()
-            self._threads.append(thread)
+        """Start every cache; the optional APIs' once discovery (in a thread of its own, so
+        a slow apiserver does not delay the caller) has found them."""
+        started: set[str] = set()
+
+        def start_all() -> None:
+            for name, informer in self._informers():
+                if name in started:
+                    continue
+                started.add(name)
+                informer.watch_timeout_s = self.options.watch_timeout_s
+                thread = threading.Thread(
+                    target=informer.run, args=(stop,), name=f"cache-{name}", daemon=True
+                )
+                thread.start()
+                self._threads.append(thread)
+
+        def discover_then_start() -> None:
+            self.discover()
+            start_all()
+            self._discovered.set()
+
+        start_all()
+        threading.Thread(target=discover_then_start, name="discovery", daemon=True).start()
 
     def wait_synced(self, timeout_s: float = 60.0) -> bool:
         deadline = time.monotonic() + timeout_s
+        if not self._discovered.wait(timeout_s):
+            return False
         for _, informer in self._informers():
             if not informer.synced.wait(max(0.0, deadline - time.monotonic())):
                 return False
