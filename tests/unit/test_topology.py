@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from itertools import combinations
+from pathlib import Path
 
 import pytest
 
 from builders import cycle_context, make_node, make_state, make_task, occupy
-from gpusched.errors import ConfigError
+from gpusched.errors import ConfigError, TraceError
 from gpusched.framework import ClusterState, GpuPicker, PluginContext
+from gpusched.io.native import load_workload
 from gpusched.model import GpuModel, Node
 from gpusched.model.topology import GpuDevice, LinkClass, NodeTopology
 from gpusched.plugins import create_plugin
@@ -380,3 +382,45 @@ def test_is_best_connected_set_rejects_a_busy_gpu() -> None:
     with pytest.raises(ValueError, match="not all in free mask"):
         is_best_connected_set(PAIRS, mask(0, 1), (1, 2))
     assert best_connected_key(PAIRS, mask(0, 1), 3) is None
+
+
+@pytest.mark.parametrize(
+    ("gpus", "cpu", "split"),
+    [
+        # 8 x H100 board: GPUs 0-3 on NUMA 0, 4-7 on NUMA 1.
+        pytest.param((0, 1), 24_000, (24_000, 0), id="one-numa-node-takes-all"),
+        pytest.param((2, 3, 4, 5), 30_000, (15_000, 15_000), id="even-split"),
+        # 2 GPUs on NUMA 0, 1 on NUMA 1: floor(1000 * 2/3) = 666, floor(1000 / 3) = 333; the
+        # 1 millicore left goes to the NUMA node with more of the GPUs.
+        pytest.param((0, 1, 4), 1000, (667, 333), id="remainder-to-the-larger-share"),
+    ],
+)
+def test_numa_split_follows_the_gpus(
+    gpus: tuple[int, ...], cpu: int, split: tuple[int, ...]
+) -> None:
+    topo = hgx_h100_node("n").topology
+    assert topo is not None
+    assert topo.numa_split(gpus, cpu) == split
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        pytest.param(
+            "{name: a, cpu: 4, memory: 8Gi, numa_local_cpus: true}",
+            "job 'a': numa_local_cpus without gpus",
+            id="cpu-only",
+        ),
+        pytest.param(
+            "{name: b, kind: inference, cpu: 4, memory: 8Gi, gpus: 1, gpu_memory: 10Gi, "
+            "numa_local_cpus: true}",
+            "job 'b': numa_local_cpus with a shared GPU",
+            id="shared-gpu",
+        ),
+    ],
+)
+def test_numa_local_cpus_field_errors(tmp_path: Path, entry: str, message: str) -> None:
+    path = tmp_path / "jobs.yaml"
+    path.write_text(f"jobs:\n  - {entry}\n", encoding="utf-8")
+    with pytest.raises(TraceError, match=message):
+        load_workload(path)

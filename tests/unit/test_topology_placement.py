@@ -129,8 +129,9 @@ def test_gpusched_topo_is_a_built_in_policy_with_the_topology_picker() -> None:
 
 
 def test_gpusched_topo_is_gpusched_plus_the_topology_parts() -> None:
-    """Derived from gpusched: removing the two topology scores and restoring the picker
-    gives gpusched's spec back, field for field (name and description aside)."""
+    """Derived from gpusched: removing the two topology scores and the NUMA filter and
+    restoring the picker gives gpusched's spec back, field for field (name and description
+    aside)."""
     base = policy_spec("gpusched")
     topo = policy_spec("gpusched-topo")
     assert [
@@ -144,6 +145,7 @@ def test_gpusched_topo_is_gpusched_plus_the_topology_parts() -> None:
             "name": base.name,
             "description": base.description,
             "scores": [s for s in topo.scores if s.name not in {"gpu-topology", "network-packing"}],
+            "filters": [f for f in topo.filters if f.name != "numa-local-cpu"],
             "gpu_picker": base.gpu_picker,
         }
     )

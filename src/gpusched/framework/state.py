@@ -36,6 +36,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpusched.errors import InvariantError
+from gpusched.framework.numa import NumaState
 from gpusched.model import (
     MILLI_PER_GPU,
     GpuModel,
@@ -282,6 +283,7 @@ class ClusterState:
         "models",
         "names",
         "nodes",
+        "numa",
         "shape_count",
         "version",
     )
@@ -302,6 +304,7 @@ class ClusterState:
     gpu_free: I32
     gpu_idle: I64
     shape_count: NDArray[np.int32]
+    numa: NumaState
     version: I64
     clock: VersionClock
     allocations: AllocationMap
@@ -360,6 +363,7 @@ class ClusterState:
         self.clock = VersionClock()
         self.version = np.zeros(n, dtype=np.int64)
         self.allocations = AllocationMap()
+        self.numa = NumaState.build(nodes)
         self._layout = _Layout()
         self._layout.network = network
         self._shared = False
@@ -411,6 +415,7 @@ class ClusterState:
         other.gpu_free = self.gpu_free.copy()
         other.gpu_idle = self.gpu_idle.copy()
         other.shape_count = self.shape_count.copy()
+        other.numa = self.numa.copy()
         other.version = self.version.copy()
         other.clock = self.clock
         if not allocations:
@@ -541,6 +546,8 @@ class ClusterState:
                     f"task {task.id} needs {shape.gpu_milli} milli on GPU {g} of "
                     f"{self.names[node]}, which has {row[g]}"
                 )
+        if shape.numa_local_cpus:
+            self._pin_numa(task, node, gpus)
         self.cpu_free[node] -= shape.cpu_milli
         self.mem_free[node] -= shape.memory_mib
         for g in gpus:
@@ -553,6 +560,16 @@ class ClusterState:
         )
         allocations[task.id] = alloc
         return alloc
+
+    def _pin_numa(self, task: Task, node: int, gpus: tuple[int, ...]) -> None:
+        """Take a NUMA-local task's CPUs from the NUMA nodes of ``gpus``
+        (:mod:`gpusched.framework.numa`); raises if they do not fit."""
+        topo = self.nodes[node].topology
+        who = f"task {task.id} (numa_local_cpus)"
+        if topo is None:
+            raise InvariantError(f"{who}: node {self.names[node]} has no NUMA topology")
+        split = topo.numa_split(gpus, task.shape.cpu_milli)
+        self.numa.pin(task.id, node, split, who=f"{who} on {self.names[node]}")
 
     def free_batch(self, batch: ReleaseBatch, count: int) -> None:
         """Return the resources of the first ``count`` entries of ``batch`` to the free arrays,
@@ -592,6 +609,10 @@ class ClusterState:
         allocs = [a for t in task_ids if (a := allocations.pop(t)) is not None]
         if not allocs:
             return
+        if self.numa.pinned:
+            for a in allocs:
+                if a.task in self.numa.pinned:
+                    self.numa.unpin(a.task)
         nodes = np.fromiter((a.node for a in allocs), dtype=np.int64, count=len(allocs))
         np.add.at(self.cpu_free, nodes, [a.cpu_milli for a in allocs])
         np.add.at(self.mem_free, nodes, [a.memory_mib for a in allocs])
@@ -612,6 +633,8 @@ class ClusterState:
         if alloc is None:
             raise InvariantError(f"task {task_id} holds no allocation")
         node = alloc.node
+        if task_id in self.numa.pinned:
+            self.numa.unpin(task_id)
         self.cpu_free[node] += alloc.cpu_milli
         self.mem_free[node] += alloc.memory_mib
         row = self.gpu_free[node]

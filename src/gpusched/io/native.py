@@ -392,6 +392,12 @@ class JobEntry(BaseModel):
         description="Whether a request by gpu_memory may share a GPU (default: yes, except "
         "for training).",
     )
+    numa_local_cpus: bool = Field(
+        default=False,
+        description="Take the pod's CPUs from the NUMA node(s) of its GPUs (whole GPUs on "
+        "nodes with a topology; honoured by profiles with the numa-local-cpu filter, such as "
+        "gpusched-topo).",
+    )
     topology_required: str | None = Field(
         default=None,
         description="Network level (name or label) the gang must sit in one domain of.",
@@ -444,6 +450,16 @@ class JobEntry(BaseModel):
             )
         if self.min_available is not None and self.min_available > self.replicas:
             raise ValueError(f"min_available {self.min_available} exceeds replicas {self.replicas}")
+        if self.numa_local_cpus and not self.gpus:
+            raise ValueError(
+                f"job {self.name!r}: numa_local_cpus without gpus: a pod's CPUs are "
+                "NUMA-local to its GPUs; give gpus: 1 (or more), or remove numa_local_cpus"
+            )
+        if self.numa_local_cpus and self.gpu_request()[0] < MILLI_PER_GPU:
+            raise ValueError(
+                f"job {self.name!r}: numa_local_cpus with a shared GPU; NUMA-local CPUs need "
+                "whole GPUs (remove gpu_share / gpu_memory's share, or numa_local_cpus)"
+            )
         if self.gpu_memory is not None:
             if int(self.gpu_memory) <= 0:
                 raise ValueError(f"gpu_memory {self.gpu_memory} MiB; expected > 0")
@@ -491,6 +507,7 @@ class JobEntry(BaseModel):
             gpu_milli=milli,
             gpu_models=frozenset(GpuModel(m) for m in self.gpu_models),
             constraints=NO_CONSTRAINTS if constraints.empty else constraints,
+            numa_local_cpus=self.numa_local_cpus,
             gpu_memory_mib=gpu_mem,
         )
         jid = JobId(self.name)
@@ -711,6 +728,8 @@ def dump_workload(jobs: Sequence[Job], path: str | Path) -> None:
             entry["user"] = job.user
         entry["cpu"] = f"{s.cpu_milli}m"
         entry["memory"] = f"{s.memory_mib}Mi"
+        if s.numa_local_cpus:
+            entry["numa_local_cpus"] = True
         if s.num_gpu:
             entry["gpus"] = s.num_gpu
             if s.gpu_memory_mib:

@@ -59,6 +59,9 @@ class TaskShape:
         gpu_milli: share of *each* GPU in thousandths; below 1000 only when ``num_gpu == 1``.
         gpu_models: GPU models the task accepts; empty means any model.
         constraints: node selector, tolerations and affinity (see :mod:`.constraints`).
+        numa_local_cpus: the task's CPUs must come from the NUMA node(s) of its GPUs (whole
+            GPUs only), split as :meth:`~gpusched.model.topology.NodeTopology.numa_split`
+            says; only nodes with a topology can host it.
         gpu_memory_mib: GPU memory the task needs on each GPU (0: not said). With a
             fractional ``gpu_milli`` the request is *by memory*: on node ``n`` the task holds
             ``ceil(1000 * gpu_memory_mib / usable_n)`` milli, ``usable_n`` being the GPU's
@@ -73,6 +76,7 @@ class TaskShape:
     gpu_milli: int = 0
     gpu_models: frozenset[GpuModel] = frozenset()
     constraints: Constraints = NO_CONSTRAINTS
+    numa_local_cpus: bool = False
     gpu_memory_mib: int = 0
 
     @property

@@ -183,6 +183,34 @@ class NodeTopology:
         row = self.links[gpu]
         return tuple(j for j, c in enumerate(row) if j != gpu and c == LinkClass.NVLINK)
 
+    @property
+    def numa_count(self) -> int:
+        return len(self.numa_cpu_milli)
+
+    def numa_split(self, gpus: Iterable[int], cpu_milli: int) -> tuple[int, ...]:
+        """CPUs a NUMA-local task with ``gpus`` takes from each NUMA node (index = NUMA node).
+
+        In proportion to its GPUs there, rounded down; the few millicores left go one each to
+        the NUMA nodes with the most of its GPUs (then the lowest index)::
+
+            g_k     = #{ g in gpus : numa(g) = k }
+            split_k = floor(cpu * g_k / |gpus|)  (+1 for the first cpu - SUM floor(...) of
+                                                  the k with g_k > 0, by -g_k then k)
+
+        Deterministic in ``gpus``, so a release returns exactly what the allocation took.
+        """
+        counts = [0] * self.numa_count
+        members = tuple(gpus)
+        for g in members:
+            counts[self.devices[g].numa_node] += 1
+        if not members:
+            return tuple(counts)
+        split = [cpu_milli * c // len(members) for c in counts]
+        order = sorted((k for k, c in enumerate(counts) if c), key=lambda k: (-counts[k], k))
+        for k in order[: cpu_milli - sum(split)]:
+            split[k] += 1
+        return tuple(split)
+
     def set_key(self, gpus: Iterable[int]) -> SetKey:
         """Connectivity key of a GPU set (formula in the module docstring); O(|S|^2)."""
         members = tuple(gpus)

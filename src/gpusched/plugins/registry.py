@@ -22,6 +22,7 @@ from gpusched.plugins.gpu_packing import GpuPackingScore
 from gpusched.plugins.kube_default import BalancedAllocationScore, LeastAllocatedScore
 from gpusched.plugins.network_packing import NetworkPacking
 from gpusched.plugins.node_constraints import NodeConstraints, NodePreference
+from gpusched.plugins.numa_cpu import NumaLocalCpu
 from gpusched.plugins.pickers import BestFitGpu, FirstFitGpu, RandomGpu
 from gpusched.plugins.queue_sort import FairShare, Fifo, PriorityOrder
 from gpusched.plugins.random_choice import RandomScore
@@ -50,6 +51,7 @@ PLUGINS: dict[str, PluginFactory] = {
     "gpu-model": _no_args(GpuModelFilter),
     "node-constraints": _no_args(NodeConstraints),
     "node-preference": _no_args(NodePreference),
+    "numa-local-cpu": _no_args(NumaLocalCpu),
     # scores
     "random": _no_args(RandomScore),
     "dot-product": _no_args(DotProductScore),

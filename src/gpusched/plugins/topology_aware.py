@@ -23,6 +23,10 @@ GPUs, so the other keeps a NUMA-local group of 4).
 **Sharing tasks** (one GPU, less than all of it) first go by best fit: the GPU with the smallest
 sufficient free share; only when that is a whole free GPU does the rule above choose which.
 
+**NUMA-local CPUs** (``numa_local_cpus``, :mod:`gpusched.framework.numa`): the set is
+:func:`numa_local_set`, the best-connected set whose CPU split fits the free CPUs of its NUMA
+nodes.
+
 **Nodes without a topology** fall back to ``best-fit-gpu``. Nodes with more than 8 GPUs use a
 greedy set (grow from each free GPU by the best next key) without the damage step.
 
@@ -53,6 +57,7 @@ __all__ = [
     "best_connected_key",
     "connectivity_tables",
     "is_best_connected_set",
+    "numa_local_set",
 ]
 
 #: Largest GPU count for which full lookup tables are built.
@@ -157,6 +162,52 @@ def is_best_connected_set(
     return mine[:2] == best[:2] if not include_numa else mine == best
 
 
+@functools.lru_cache(maxsize=64)
+def _numa_groups(topology: NodeTopology) -> tuple[int, ...]:
+    """GPU masks of every non-empty set of NUMA nodes, fewest NUMA nodes first."""
+    per_numa = [0] * topology.numa_count
+    for g, dev in enumerate(topology.devices):
+        per_numa[dev.numa_node] |= 1 << g
+    sets = range(1, 1 << topology.numa_count)
+    out = []
+    for numa_set in sorted(sets, key=lambda t: (bin(t).count("1"), t)):
+        out.append(sum(m for k, m in enumerate(per_numa) if numa_set >> k & 1))
+    return tuple(out)
+
+
+def numa_local_set(state: ClusterState, node: int, task: Task) -> tuple[int, ...] | None:
+    """The GPUs a task asking for NUMA-local CPUs gets on ``node``, or ``None`` if none fit.
+
+    With ``F`` the node's whole free GPUs and ``k`` the task's count, for each set ``T`` of
+    NUMA nodes (fewest first): ``S_T`` = the picker's choice among ``F`` restricted to the
+    GPUs of ``T`` (best key, least damage); it qualifies if ``numa_split(S_T, cpu)`` fits the
+    free CPUs of every NUMA node (:mod:`gpusched.framework.numa`). The answer is the
+    qualifying ``S_T`` with the best key (ties: the first, i.e. fewer NUMA nodes). Whole GPUs
+    on topologies of at most 8 GPUs only (else ``None``).
+    """
+    topo = state.nodes[node].topology
+    k = task.shape.num_gpu
+    if topo is None or topo.gpu_count > TABLE_MAX_GPUS or not k:
+        return None
+    tables = connectivity_tables(topo)
+    row = state.gpu_free[node]
+    free = sum(1 << g for g in range(topo.gpu_count) if row[g] >= MILLI_PER_GPU)
+    best: tuple[SetKey, tuple[int, ...]] | None = None
+    for group in _numa_groups(topo):
+        mask = free & group
+        if bin(mask).count("1") < k:
+            continue
+        chosen = tables.choice[mask][k]
+        if chosen is None:
+            continue
+        if not state.numa.fits(node, topo.numa_split(chosen, task.shape.cpu_milli)):
+            continue
+        key = topo.set_key(chosen)
+        if best is None or key > best[0]:
+            best = (key, chosen)
+    return None if best is None else best[1]
+
+
 def _greedy(topology: NodeTopology, free: tuple[int, ...], k: int) -> tuple[int, ...]:
     """Best set grown greedily from each free GPU (for topologies above 8 GPUs)."""
     best: tuple[SetKey, tuple[int, ...]] | None = None
@@ -206,6 +257,14 @@ class TopologyAwareGpu:
         k = task.shape.num_gpu
         if k == 0:
             return ()
+        if task.shape.numa_local_cpus:
+            chosen_local = numa_local_set(state, node, task)
+            if chosen_local is None:
+                raise InvariantError(
+                    f"{state.names[node]} has no {k} free GPUs whose NUMA nodes have "
+                    f"{task.shape.cpu_milli} millicores free for task {task.id}"
+                )
+            return chosen_local
         topo = state.nodes[node].topology
         if topo is None:
             return self._fallback.pick(ctx, task, state, node)

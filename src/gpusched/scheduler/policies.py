@@ -104,8 +104,9 @@ POLICIES: dict[str, ProfileSpec] = {
 
 def _with_topology(base: ProfileSpec, name: str) -> ProfileSpec:
     """``base`` with GPU topology: the same actions, queue order, filters and scores, plus
-    ``gpu-topology`` (weight 8) and ``network-packing`` (weight 2) right after ``fgd``, and the
-    ``topology-aware-gpu`` picker. Derived, not copied, so the two cannot drift apart.
+    ``gpu-topology`` (weight 8) and ``network-packing`` (weight 2) right after ``fgd``, the
+    ``numa-local-cpu`` filter and the ``topology-aware-gpu`` picker. Derived, not copied, so
+    the two cannot drift apart.
 
     Weight 8: one step of set quality (12.5 points) outweighs any FGD difference (0..100);
     fewer GPUs left (1.4 points each) competes with FGD on packing.
@@ -122,6 +123,7 @@ def _with_topology(base: ProfileSpec, name: str) -> ProfileSpec:
         PluginSpec(name="gpu-topology", weight=8.0),
         PluginSpec(name="network-packing", weight=2.0),
     ]
+    spec.filters.append(PluginSpec(name="numa-local-cpu"))
     spec.gpu_picker = PluginSpec(name="topology-aware-gpu")
     return spec
 
