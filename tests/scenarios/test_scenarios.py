@@ -27,26 +27,28 @@ what must happen; this module runs them all (one test per file, named by the fil
     expect:
       binds: {hi: {nodes: [a], gpus: {a: [0, 1, 2, 3]}, tasks: 1}}   # exactly these jobs bind
                                           # (also gpu_milli: the share held on each GPU)
-      evictions: [lo]                                                 # exactly these are evicted
+      evictions: [lo]                   # exactly these are evicted (moved jobs are not listed)
       evicted_members: {el: [el-3, el-2]}     # elastic pods evicted (the job keeps running)
       no_binds: {other: {reason: "substring", code: Unschedulable}}   # must stay pending
       reservations: {big: {start: 3600, nodes: [a]}}                  # exactly these, if given
       estimated_start: {big: 3600, never: null}                       # null: no estimate
       nominations: {hi: [a]}                                          # exactly these, if given
+      moves: {lo: {nodes: [c], for: hi, tasks: 2}}   # exactly these jobs move (none if omitted)
       metrics: {preemption_loops: 0}                                  # simulate: summary values
       events: ["evict lo for hi", "bind hi"]                          # simulate: in this order
       jobs: {lo: {evictions: 1, first_start: 0}}                      # simulate: job records
 
 Single-cycle scenarios run one ``schedule(Snapshot(...), profile)``; besides the expectations,
 every plan is checked for the invariants any plan must keep: applying its evictions then its
-binds over-commits nothing, evicted jobs were running and preemptible, and (for gang profiles)
-every job that binds ends up with at least ``min_available`` tasks placed. Simulated scenarios
+binds and moves over-commits nothing, evicted jobs were running and preemptible, a moved job
+was evicted and moves every task it held (gangs move whole), and (for gang profiles) every job
+that binds ends up with at least ``min_available`` tasks placed. Simulated scenarios
 check the same after every cycle.
 
 All checks of a scenario run and every mismatch is reported, named by the expectation it breaks
-(``binds``, ``binds[j]``, ``evictions``, ``evicted_members``, ``no_binds[j]``, ``reservations``,
-``estimated_start[j]``, ``nominations``, ``metrics[k]``, ``events``, ``jobs[j].first_start``,
-``invariant``).
+(``binds``, ``binds[j]``, ``evictions``, ``evicted_members``, ``moves``, ``no_binds[j]``,
+``reservations``, ``estimated_start[j]``, ``nominations``, ``metrics[k]``, ``events``,
+``jobs[j].first_start``, ``invariant``).
 
 A scenario marked ``xfail`` documents a disagreement between code and documented behaviour: the
 expectation is kept as documented and the scenario is expected to fail, strictly: it is an error
@@ -101,6 +103,10 @@ SCENARIOS = sorted(HERE.glob("*.yaml"))
 REQUIRED = (
     "backfill_respects_reservation",
     "backfill_small_job_fits_before_reservation",
+    "defrag_for_gang",
+    "defrag_never_moves_ineligible",
+    "defrag_not_worth_it",
+    "defrag_simulated_restart",
     "estimated_start_for_pending",
     "fair_share_orders_queues",
     "gang_all_or_nothing",
@@ -175,6 +181,14 @@ class ReservationExpect(_Strict):
     nodes: list[str] | None = None
 
 
+class MoveExpect(_Strict):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    nodes: list[str] | None = Field(default=None, description="Exactly the nodes it moves to.")
+    for_job: str | None = Field(default=None, alias="for", description="The job it moves for.")
+    tasks: int | None = Field(default=None, description="How many of its tasks move.")
+
+
 class JobRecordExpect(_Strict):
     started: bool | None = None
     first_start: float | None = None
@@ -192,6 +206,7 @@ class Expect(_Strict):
         default_factory=dict, description="Per job, its estimated start; null: none given."
     )
     nominations: dict[str, list[str]] | None = None
+    moves: dict[str, MoveExpect | None] = Field(default_factory=dict)
     metrics: dict[str, float] = Field(default_factory=dict)
     events: list[str] = Field(default_factory=list)
     jobs: dict[str, JobRecordExpect] = Field(default_factory=dict)
@@ -326,10 +341,19 @@ def check_plan_invariants(loaded: Loaded, snapshot: Snapshot, plan: Plan, fails:
             held >= run.job.min_available,
             f"invariant: {ev.job} left with {held} < min_available pods",
         )
+    evicted = {e.job for e in plan.evictions if not e.tasks}
+    for job_id in plan.moved_jobs():
+        fails.check(job_id in evicted, f"invariant: moved {job_id} without evicting it")
+        run = snapshot.running.get(job_id)
+        held = {t.id for t in run.job.tasks if t.id in snapshot.state.allocations} if run else set()
+        moved = {m.task for m in plan.moves if m.job == job_id}
+        fails.check(moved == held, f"invariant: {job_id} moves {sorted(moved)}, held {held}")
     stmt = Statement(state)
     try:
         for b in plan.binds:
             stmt.allocate(tasks[b.task], state.index[b.node], b.gpus, b.gpu_milli)
+        for m in plan.moves:
+            stmt.allocate(tasks[m.task], state.index[m.to_node], m.to_gpus, m.gpu_milli)
     except InvariantError as exc:
         fails.check(False, f"invariant: the plan over-commits: {exc}")
         return
@@ -346,7 +370,32 @@ def check_plan_invariants(loaded: Loaded, snapshot: Snapshot, plan: Plan, fails:
 
 def check_plan(loaded: Loaded, plan: Plan, fails: Failures) -> None:
     expect = loaded.spec.expect
-    evicted = [e.job for e in plan.evictions if not e.tasks]
+    moved = plan.moved_jobs()
+    evicted = [e.job for e in plan.evictions if not e.tasks and e.job not in moved]
+    fails.check(
+        sorted(moved) == sorted(expect.moves),
+        f"moves: jobs moved {sorted(moved)}; expected {sorted(expect.moves)}",
+    )
+    for job_id, want_move in expect.moves.items():
+        mine_moves = [m for m in plan.moves if m.job == job_id]
+        if want_move is None or not mine_moves:
+            continue
+        if want_move.nodes is not None:
+            to = sorted({m.to_node for m in mine_moves})
+            fails.check(
+                to == sorted(want_move.nodes), f"moves[{job_id}]: to {to}, not {want_move.nodes}"
+            )
+        if want_move.for_job is not None:
+            for_jobs = sorted({m.for_job for m in mine_moves})
+            fails.check(
+                for_jobs == [want_move.for_job],
+                f"moves[{job_id}]: for {for_jobs}, not {want_move.for_job}",
+            )
+        if want_move.tasks is not None:
+            fails.check(
+                len(mine_moves) == want_move.tasks,
+                f"moves[{job_id}]: {len(mine_moves)} tasks, not {want_move.tasks}",
+            )
     fails.check(
         sorted(evicted) == sorted(expect.evictions),
         f"evictions: {sorted(evicted)}; expected {sorted(expect.evictions)}",

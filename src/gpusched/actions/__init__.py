@@ -3,10 +3,20 @@
 from collections.abc import Callable
 
 from gpusched.actions.allocate import Allocate, AllocateFifo, AllocatePods, Backfill
+from gpusched.actions.defrag import Defrag
 from gpusched.actions.preempt import Preempt, Reclaim
 from gpusched.framework import Action
 
-__all__ = ["ACTIONS", "Allocate", "AllocateFifo", "AllocatePods", "Backfill", "Preempt", "Reclaim"]
+__all__ = [
+    "ACTIONS",
+    "Allocate",
+    "AllocateFifo",
+    "AllocatePods",
+    "Backfill",
+    "Defrag",
+    "Preempt",
+    "Reclaim",
+]
 
 #: Built-in actions by name (an explicit registry, like the plugin one). A profile's
 #: ``action_args`` are passed to the factory as keyword arguments.
@@ -17,4 +27,5 @@ ACTIONS: dict[str, Callable[..., Action]] = {
     "backfill": Backfill,
     "reclaim": Reclaim,
     "preempt": Preempt,
+    "defrag": Defrag,
 }

@@ -109,6 +109,7 @@ _ROWS: tuple[tuple[str, str, str], ...] = (
     ("idle_gpu_hours_held_by_partial_gangs", "GPU-hours held by partial gangs", "{:,.1f}"),
     ("preemptions", "preemptions", "{:,}"),
     ("defrag_moves", "defragmentation moves", "{:,}"),
+    ("defrag_moves", "defragmentation moves", "{:,}"),
     ("seconds", "simulation wall time", "{:.2f} s"),
 )
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from gpusched.framework.status import Status
 from gpusched.model import JobId, NodeName, TaskId
 
-__all__ = ["Bind", "Eviction", "Plan", "Reservation"]
+__all__ = ["Bind", "Eviction", "Move", "Plan", "Reservation"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +41,27 @@ class Eviction:
 
 
 @dataclass(frozen=True, slots=True)
+class Move:
+    """Stop task ``task`` of running job ``job`` and start it again on ``to_node`` so that
+    ``for_job`` fits (defragmentation, :mod:`gpusched.actions.defrag`).
+
+    A moved job also has an :class:`Eviction` in the plan (reason ``moved ...``): a driver
+    that knows moves releases the job and restarts it at once where its moves say; one that
+    does not evicts it, and the job is placed again in a later cycle like any evicted job.
+    Every bound task of a moved job has a move (gangs move whole, and restart together).
+    """
+
+    task: TaskId
+    job: JobId
+    for_job: JobId
+    from_node: NodeName
+    from_gpus: tuple[int, ...]
+    to_node: NodeName
+    to_gpus: tuple[int, ...]
+    gpu_milli: int
+
+
+@dataclass(frozen=True, slots=True)
 class Reservation:
     """Nodes held for a blocked job from ``start`` (seconds), EASY-backfill style."""
 
@@ -62,6 +83,8 @@ class Plan:
         reservations: blocked jobs holding nodes for a future start.
         pending: status of every job considered and left pending.
         estimated_start: expected start time of pending jobs (seconds).
+        moves: running tasks restarted elsewhere this cycle (defragmentation); their jobs
+            are also in ``evictions``.
     """
 
     binds: list[Bind] = field(default_factory=list)
@@ -70,6 +93,11 @@ class Plan:
     nominations: dict[JobId, tuple[NodeName, ...]] = field(default_factory=dict)
     reservations: dict[JobId, Reservation] = field(default_factory=dict)
     estimated_start: dict[JobId, float] = field(default_factory=dict)
+    moves: list[Move] = field(default_factory=list)
 
     def bound_jobs(self) -> set[JobId]:
         return {b.job for b in self.binds}
+
+    def moved_jobs(self) -> set[JobId]:
+        """Jobs this plan moves (each also has an eviction)."""
+        return {m.job for m in self.moves}

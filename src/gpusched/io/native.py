@@ -351,6 +351,11 @@ class JobEntry(BaseModel):
     preemptible: bool | None = Field(
         default=None, description="May be evicted for others (default: from the class, else yes)."
     )
+    restartable: bool = Field(
+        default=True,
+        description="May be stopped and restarted elsewhere at once to make room for a "
+        "fragmented-blocked job (defragmentation; also needs preemptible).",
+    )
     runtime_estimate: float | None = Field(
         default=None, gt=0, description="User's run-time estimate in seconds (for backfill)."
     )
@@ -527,6 +532,7 @@ class JobEntry(BaseModel):
             labels=dict(self.labels),
             priority_class=self.priority_class,
             preemptible=True if self.preemptible is None else self.preemptible,
+            restartable=self.restartable,
             runtime_estimate=self.runtime_estimate,
             user=self.user,
             topology=self.topology(),
@@ -722,6 +728,8 @@ def dump_workload(jobs: Sequence[Job], path: str | Path) -> None:
             entry["priority_class"] = job.priority_class
         if not job.preemptible:
             entry["preemptible"] = False
+        if not job.restartable:
+            entry["restartable"] = False
         if job.runtime_estimate is not None:
             entry["runtime_estimate"] = job.runtime_estimate
         if job.user:

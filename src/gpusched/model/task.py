@@ -122,6 +122,9 @@ class Job:
         preemptible: whether the job may be evicted to make room for others.
         preempts: whether the job may evict others (reclaim, preempt); Kubernetes'
             ``preemptionPolicy: Never`` is ``False``.
+        restartable: whether the job may be stopped and started again elsewhere at once to
+            make room (a defragmentation move, :mod:`gpusched.actions.defrag`); it then
+            restarts from the beginning. Moves also need ``preemptible``.
         runtime_estimate: the user's estimate of the run time in seconds, if given.
         user: who submitted the job (runtime estimates are learned per user and kind).
         topology: the network domain the gang wants to sit in (see
@@ -143,6 +146,7 @@ class Job:
     priority_class: str = ""
     preemptible: bool = True
     preempts: bool = True
+    restartable: bool = True
     runtime_estimate: float | None = None
     user: str = ""
     topology: TopologyRequest | None = None

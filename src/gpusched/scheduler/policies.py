@@ -12,7 +12,7 @@ bestfit        least weighted leftover (BestFit)
 fgd            fragmentation gradient descent (the FGD paper)
 fgd-ss         FGD on CPU-aware fragmentation, sum-of-squares pairing of shared GPUs
 fifo-gang      strict FIFO, gangs all or nothing (the batch baseline)
-gpusched       backfill + reclaim + preemption + fair share, FGD placement
+gpusched       backfill + reclaim + preemption + defragmentation, fair share, FGD
 gpusched-topo  gpusched with GPU topology: connectivity score, topology-aware GPU picker
 =============  ==================================================================
 
@@ -87,9 +87,9 @@ POLICIES: dict[str, ProfileSpec] = {
         name="gpusched",
         description=(
             "gpusched batch: gangs, EASY backfill with a reservation, quota reclaim, "
-            "priority preemption, fair share, FGD placement"
+            "priority preemption, defragmentation moves, fair share, FGD placement"
         ),
-        actions=["backfill", "reclaim", "preempt"],
+        actions=["backfill", "reclaim", "preempt", "defrag"],
         queue_sort="fair-share",
         filters=[
             PluginSpec(name="node-resources-fit"),

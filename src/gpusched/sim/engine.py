@@ -9,7 +9,9 @@ Loop::
                                ARRIVAL    -> add the job to the pending list
         plan = schedule(Snapshot(state, pending, t, seed_t, running, queues, ...), profile)
         apply plan: evictions first (release, requeue, count), then binds; a job starts when
-        min_available of its tasks are bound, and gets COMPLETION at t + duration
+        min_available of its tasks are bound, and gets COMPLETION at t + duration;
+        a moved job (defragmentation) is released and started again at once where its moves
+        say: it restarts from the beginning (no checkpoint), COMPLETION at t + duration
         pending jobs marked Unresolvable are rejected (never retried);
         with ``drop_unplaced`` (the openb protocol) every job gets exactly one try
         observers see the state after the cycle
@@ -48,6 +50,7 @@ from gpusched.errors import InvariantError
 from gpusched.framework import (
     ClusterState,
     Code,
+    Move,
     Plan,
     Profile,
     RunningJob,
@@ -111,6 +114,7 @@ class JobRecord:
     evictions: int = 0
     first_start: float | None = None
     estimated_start: float | None = None
+    moves: int = 0
 
     @property
     def wait(self) -> float | None:
@@ -143,6 +147,9 @@ class Simulation:
     preemption_pairs: set[tuple[JobId, JobId]] = field(init=False, default_factory=set)
     preemption_loops: int = field(init=False, default=0)
     elastic_members_evicted: int = field(init=False, default=0)
+    defrag_moves: int = field(init=False, default=0)
+    defrag_tasks_moved: int = field(init=False, default=0)
+    defrag_gpu_seconds_lost: float = field(init=False, default=0.0)
     last_plan: Plan | None = field(init=False, default=None)
     usage_history: dict[QueueName, dict[str, float]] = field(init=False, default_factory=dict)
     _tasks: dict[TaskId, Task] = field(init=False, default_factory=dict)
@@ -354,11 +361,16 @@ class Simulation:
         self._apply(plan)
 
     def _apply(self, plan: Plan) -> None:
+        moved = plan.moved_jobs()
         for ev in plan.evictions:
-            if ev.tasks:
+            if ev.job in moved and not ev.tasks:
+                self._move_out(ev.job)
+            elif ev.tasks:
                 self._evict_members(ev.job, ev.tasks, ev.for_job)
             else:
                 self._evict(ev.job, ev.for_job)
+        if plan.moves:
+            self._move_in(plan.moves)  # before the binds they make room for
         index = self.state.index
         touched: dict[JobId, None] = {}
         for bind in plan.binds:
@@ -393,7 +405,7 @@ class Simulation:
         if rec.first_start is None:
             rec.first_start = self.now
         rec.status = Status.success()
-        if rec.evictions == 0:
+        if rec.evictions == 0 and rec.moves == 0:  # first start only
             self._count_domains(job)
         self._pending.pop(job.id, None)
         self.running[job.id] = RunningJob(job, self.now, rec.evictions)
@@ -421,6 +433,45 @@ class Simulation:
         self.preemption_pairs.add((for_job, job_id))
         self._pending[job_id] = rec.job
         self._log("evict", job_id, f"for {for_job}")
+
+    def _move_out(self, job_id: JobId) -> None:
+        """First half of a move: release the job (it restarts in :meth:`_move_in`); the
+        progress it loses is counted, and the move counts against its disruption budget."""
+        rec = self.records[job_id]
+        run = self.running.pop(job_id)
+        held = sum(
+            a.gpu_milli * len(a.gpus)
+            for t in rec.job.tasks
+            if (a := self.state.allocations.get(t.id)) is not None
+        )
+        self.defrag_gpu_seconds_lost += held / 1000 * (self.now - run.start)
+        self._release(rec.job)
+        self.placed_milli -= self._placed_of.pop(job_id, 0)
+        rec.moves += 1
+        self._evicted_counts[job_id] = rec.evictions + rec.moves
+        rec.start = None
+        self.defrag_moves += 1
+
+    def _move_in(self, moves: Sequence[Move]) -> None:
+        """Second half of a move: bind each task where its move says, restart the job."""
+        index = self.state.index
+        jobs: dict[JobId, None] = {}
+        for mv in moves:
+            node = index[mv.to_node]
+            task = self._tasks[mv.task]
+            self._check_connectivity(node, mv.to_gpus, mv.gpu_milli)
+            self.state.allocate(task, node, mv.to_gpus, mv.gpu_milli)
+            self._use_memory(task, node, mv.to_gpus)
+            self.defrag_tasks_moved += 1
+            jobs[mv.job] = None
+            self._log(
+                "move",
+                mv.task,
+                f"{mv.from_node}{list(mv.from_gpus)} -> {mv.to_node}{list(mv.to_gpus)} "
+                f"for {mv.for_job}",
+            )
+        for job_id in jobs:
+            self._start(self.records[job_id])
 
     def _evict_members(self, job_id: JobId, tasks: tuple[TaskId, ...], for_job: JobId) -> None:
         """Elastic members leave; the job runs on with the rest (members are not re-added:

@@ -8,13 +8,16 @@ Time series (sampled after every event time):
   (larger than ``alloc_pct`` when a policy gives a fractional request a whole GPU, or when pods
   of an incomplete gang sit on GPUs);
 * ``frag_pct(t)  = 100 * F(t) / capacity`` -- FGD's fragmentation against the workload's own task
-  mix (sampled at most ``frag_samples`` times).
+  mix (sampled at most ``frag_samples`` times): ``F(t) = SUM_n SUM_m p_m * frag_m(n)``, the
+  free milli-GPU of node ``n`` that a task of type ``m`` (share ``p_m`` of the workload) could
+  not use (:mod:`gpusched.plugins.fragmentation`).
 
 Summary (``summarise``), with ``[a, b]`` the arrival window (first to last arrival; after it the
 cluster only drains, which says nothing about the policy):
 
 * ``gpu_allocation_pct`` (also ``gpu_utilization_pct``): time-average of ``alloc_pct`` on
   ``[a, b]``; ``gpu_held_pct`` likewise;
+* ``fragmentation_pct``: mean of the ``frag_pct`` samples on ``[a, b]``;
 * ``avg_wait_s`` / ``p95_wait_s``: first start minus arrival, over jobs that started;
   ``max_wait_s_top1pct_largest``: the longest wait among the largest 1% of jobs by GPUs (jobs
   that never started count with their wait until the end of the run);
@@ -23,6 +26,10 @@ cluster only drains, which says nothing about the policy):
   ``idle_gpu_hours_held_by_partial_gangs``: integral of the GPUs those pods hold, in hours;
 * ``preemptions`` (evicted jobs) and ``preemption_loops`` (job A evicted B after B evicted A);
   ``elastic_members_evicted`` (elastic pods taken from running jobs, which keep running);
+* ``defrag_moves``: running jobs moved by defragmentation (each stopped and restarted at once
+  on other nodes so that a fragmented-blocked job fits; :mod:`gpusched.actions.defrag`);
+  ``defrag_tasks_moved``: their tasks; ``defrag_gpu_hours_lost``: the progress they lost,
+  ``SUM gpus_held * (move time - last start) / 3600`` (a moved job restarts from zero);
 * ``jain_fairness``: Jain's index over leaf queues with demand of ``x_q`` = time-average GPU
   usage / weight: ``(SUM x)^2 / (n * SUM x^2)`` (1 = perfectly weighted-fair);
 * ``quota_guarantee_violations``: jobs that waited more than ``grace_s`` while within their
@@ -226,6 +233,9 @@ def summarise(sim: Simulation, metrics: RunMetrics) -> dict[str, Any]:
         "preemptions": sim.preemptions,
         "preemption_loops": sim.preemption_loops,
         "elastic_members_evicted": sim.elastic_members_evicted,
+        "defrag_moves": sim.defrag_moves,
+        "defrag_tasks_moved": sim.defrag_tasks_moved,
+        "defrag_gpu_hours_lost": round(sim.defrag_gpu_seconds_lost / 3600, 3),
         "jain_fairness": round(_jain(shares), 4),
         "quota_guarantee_violations": len(metrics.violations),
         "multi_gpu_tasks_on_best_connected_set_pct": (
