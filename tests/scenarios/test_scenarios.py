@@ -19,6 +19,7 @@ what must happen; this module runs them all (one test per file, named by the fil
         start: 0
         evictions: 0           # times evicted before (disruption budget)
         placement: [{node: a, gpus: [0, 1, 2, 3]}, {node: b, gpus: [0, 1, 2, 3]}]  # per task
+                               # a MIG task: {node: a, mig: ["0:3g.40gb@4"]} (GPU:PROFILE@START)
     pending:                   # native job entries, plus tolerations, node_selector, affinity
       - {name: hi, priority: 100, cpu: 8, memory: 64Gi, gpus: 8}
     runtime_stats: [{user: alice, kind: training, mean: 1800}]
@@ -26,7 +27,8 @@ what must happen; this module runs them all (one test per file, named by the fil
     simulate: false            # true: run the simulator over `pending` (submit, duration)
     expect:
       binds: {hi: {nodes: [a], gpus: {a: [0, 1, 2, 3]}, tasks: 1}}   # exactly these jobs bind
-                                          # (also gpu_milli: the share held on each GPU)
+                                          # (also gpu_milli: the share held on each GPU;
+                                          #  mig: ["0:1g.10gb@6"], its MIG instances)
       evictions: [lo]                   # exactly these are evicted (moved jobs are not listed)
       evicted_members: {el: [el-3, el-2]}     # elastic pods evicted (the job keeps running)
       no_binds: {other: {reason: "substring", code: Unschedulable}}   # must stay pending
@@ -34,6 +36,7 @@ what must happen; this module runs them all (one test per file, named by the fil
       estimated_start: {big: 3600, never: null}                       # null: no estimate
       nominations: {hi: [a]}                                          # exactly these, if given
       moves: {lo: {nodes: [c], for: hi, tasks: 2}}   # exactly these jobs move (none if omitted)
+      mig_layouts: {rc/1: {layout: ["3g.40gb@4"], was_empty: true}}   # exactly these, if given
       metrics: {preemption_loops: 0}                                  # simulate: summary values
       events: ["evict lo for hi", "bind hi"]                          # simulate: in this order
       jobs: {lo: {evictions: 1, first_start: 0}}                      # simulate: job records
@@ -91,6 +94,7 @@ from gpusched.model import (
     Task,
     TaskId,
 )
+from gpusched.model.mig import MigSlice, layout_problem, parse_placement
 from gpusched.plugins.fragmentation import TargetWorkload
 from gpusched.scheduler import build_profile, policy_spec, schedule
 from gpusched.sim import SimOptions, Simulation
@@ -141,6 +145,19 @@ ScenarioJob = JobEntry
 class Placement(_Strict):
     node: str
     gpus: list[int] = Field(default_factory=list)
+    mig: list[str] | None = Field(default=None, description="MIG instances, GPU:PROFILE@START.")
+
+
+def mig_slice(text: str) -> MigSlice:
+    """``"0:3g.40gb@4"`` -> the instance (scenario files name MIG instances so)."""
+    gpu, _, rest = text.partition(":")
+    place = parse_placement(rest)
+    return MigSlice(int(gpu), place.profile, place.start)
+
+
+class MigLayoutExpect(_Strict):
+    layout: list[str] = Field(description="The GPU's instances, PROFILE@START, by start.")
+    was_empty: bool | None = None
 
 
 class RunningEntry(_Strict):
@@ -168,6 +185,9 @@ class BindExpect(_Strict):
     tasks: int | None = Field(default=None, description="How many of its tasks bind.")
     gpu_milli: int | None = Field(
         default=None, description="The share each of its tasks holds on each of its GPUs."
+    )
+    mig: list[str] | None = Field(
+        default=None, description="Its tasks' MIG instances, GPU:PROFILE@START (any order)."
     )
 
 
@@ -207,6 +227,9 @@ class Expect(_Strict):
     )
     nominations: dict[str, list[str]] | None = None
     moves: dict[str, MoveExpect | None] = Field(default_factory=dict)
+    mig_layouts: dict[str, MigLayoutExpect] | None = Field(
+        default=None, description="NODE/GPU -> the layout a reconfigured MIG GPU must have."
+    )
     metrics: dict[str, float] = Field(default_factory=dict)
     events: list[str] = Field(default_factory=list)
     jobs: dict[str, JobRecordExpect] = Field(default_factory=dict)
@@ -286,7 +309,9 @@ class Loaded:
             assert len(entry.placement) <= len(job.tasks), f"{job.id}: more placements than tasks"
             assert len(entry.placement) >= job.min_available, f"{job.id}: running below its gang"
             for task, where in zip(job.tasks, entry.placement, strict=False):
-                state.allocate(task, state.index[NodeName(where.node)], tuple(where.gpus))
+                mig = None if where.mig is None else tuple(mig_slice(m) for m in where.mig)
+                node = state.index[NodeName(where.node)]
+                state.allocate(task, node, tuple(where.gpus), None, mig)
             running[job.id] = RunningJob(job, entry.start, entry.evictions)
         return Snapshot(
             state,
@@ -351,7 +376,7 @@ def check_plan_invariants(loaded: Loaded, snapshot: Snapshot, plan: Plan, fails:
     stmt = Statement(state)
     try:
         for b in plan.binds:
-            stmt.allocate(tasks[b.task], state.index[b.node], b.gpus, b.gpu_milli)
+            stmt.allocate(tasks[b.task], state.index[b.node], b.gpus, b.gpu_milli, b.mig or None)
         for m in plan.moves:
             stmt.allocate(tasks[m.task], state.index[m.to_node], m.to_gpus, m.gpu_milli)
     except InvariantError as exc:
@@ -434,6 +459,11 @@ def check_plan(loaded: Loaded, plan: Plan, fails: Failures) -> None:
                 held == [want.gpu_milli],
                 f"binds[{job_id}]: holds {held} milli, not {want.gpu_milli}",
             )
+        if want.mig is not None:
+            got_mig = sorted(str(sl) for b in mine for sl in b.mig)
+            fails.check(
+                got_mig == sorted(want.mig), f"binds[{job_id}]: MIG {got_mig}, not {want.mig}"
+            )
         if want.gpus is not None:
             gpus: dict[str, list[int]] = {}
             for b in mine:
@@ -441,6 +471,8 @@ def check_plan(loaded: Loaded, plan: Plan, fails: Failures) -> None:
             got_gpus = {n: sorted(g) for n, g in gpus.items()}
             want_gpus = {n: sorted(g) for n, g in want.gpus.items()}
             fails.check(got_gpus == want_gpus, f"binds[{job_id}]: GPUs {got_gpus}, not {want_gpus}")
+    if expect.mig_layouts is not None:
+        check_mig_layouts(plan, expect.mig_layouts, fails)
     for job_id, pend in expect.no_binds.items():
         status = plan.pending.get(JobId(job_id))
         fails.check(status is not None, f"no_binds[{job_id}]: not pending (no status)")
@@ -484,6 +516,23 @@ def check_plan(loaded: Loaded, plan: Plan, fails: Failures) -> None:
         fails.check(got_nom == want_nom, f"nominations: {got_nom}, not {want_nom}")
 
 
+def check_mig_layouts(plan: Plan, want: dict[str, MigLayoutExpect], fails: Failures) -> None:
+    got = {f"{m.node}/{m.gpu}": m for m in plan.mig_layouts}
+    fails.check(
+        sorted(got) == sorted(want), f"mig_layouts: for {sorted(got)}; expected {sorted(want)}"
+    )
+    for key, exp in want.items():
+        layout = got.get(key)
+        if layout is None:
+            continue
+        have = [f"{p.profile}@{p.start}" for p in layout.layout]
+        fails.check(have == exp.layout, f"mig_layouts[{key}]: {have}, not {exp.layout}")
+        fails.check(
+            exp.was_empty is None or layout.was_empty == exp.was_empty,
+            f"mig_layouts[{key}]: was_empty {layout.was_empty}, not {exp.was_empty}",
+        )
+
+
 def run_single_cycle(loaded: Loaded, fails: Failures) -> None:
     snapshot = loaded.snapshot()
     plan = schedule(snapshot, loaded.profile)
@@ -497,6 +546,10 @@ def check_state(loaded: Loaded, sim: Simulation, fails: Failures) -> None:
     fails.check(bool((st.cpu_free >= 0).all()), f"invariant: t={sim.now}: CPU over-committed")
     fails.check(bool((st.mem_free >= 0).all()), f"invariant: t={sim.now}: memory over-committed")
     fails.check(bool((st.gpu_free >= 0).all()), f"invariant: t={sim.now}: GPU over-committed")
+    mig = st.mig
+    for m in () if mig is None else mig.gpus:
+        problem = None if mig is None else layout_problem(m.geometry, mig.layout(m.node, m.gpu))
+        fails.check(problem is None, f"invariant: t={sim.now}: MIG layout invalid: {problem}")
     if loaded.gangs:
         placed = Counter(a.job for a in st.allocations.values())
         for job_id, count in placed.items():

@@ -200,7 +200,16 @@ def test_templates(
 
 def test_nodes_of_one_template_share_one_topology() -> None:
     assert hgx_h100_node("a").topology is hgx_h100_node("b").topology
-    assert set(TEMPLATES) == {"hgx-h100-8", "hgx-a100-8", "pcie-4-pairs", "l4", "t4"}
+    assert set(TEMPLATES) == {
+        "hgx-h100-8",
+        "hgx-a100-8",
+        "pcie-4-pairs",
+        "l4",
+        "t4",
+        "hgx-h100-8-mig",
+        "hgx-a100-8-mig",
+    }
+    assert TEMPLATES["hgx-h100-8-mig"]("a").topology is hgx_h100_node("b").topology
     assert l4_node("x", gpus=8).gpu_count == 8
     with pytest.raises(ConfigError, match="field 'gpus': got 3; expected 2, 4 or 8"):
         l4_node("x", gpus=3)

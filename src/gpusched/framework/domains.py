@@ -48,6 +48,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpusched.errors import ConfigError
+from gpusched.framework.mig import mig_fit_count
 from gpusched.framework.state import ClusterState
 from gpusched.model import MILLI_PER_GPU, Job, TaskShape
 
@@ -81,6 +82,8 @@ def task_fit(state: ClusterState, shape: TaskShape, feasible: BoolArray) -> I64:
         else:
             slots = (state.gpu_free // m).sum(axis=1)
         fit = np.minimum(fit, slots)
+    elif shape.mig_profile:  # MIG instances free or creatable (framework.mig)
+        fit = np.minimum(fit, mig_fit_count(state, shape.mig_profile) // shape.mig_count)
     return np.where(feasible, fit, 0).astype(np.int64)
 
 

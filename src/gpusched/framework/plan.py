@@ -10,19 +10,34 @@ from dataclasses import dataclass, field
 
 from gpusched.framework.status import Status
 from gpusched.model import JobId, NodeName, TaskId
+from gpusched.model.mig import MigPlacement, MigSlice
 
-__all__ = ["Bind", "Eviction", "Move", "Plan", "Reservation"]
+__all__ = ["Bind", "Eviction", "MigLayout", "Move", "Plan", "Reservation"]
 
 
 @dataclass(frozen=True, slots=True)
 class Bind:
-    """Place ``task`` of ``job`` on ``node`` using GPUs ``gpus`` (``gpu_milli`` of each)."""
+    """Place ``task`` of ``job`` on ``node`` using GPUs ``gpus`` (``gpu_milli`` of each), or,
+    for a MIG task, the MIG instances ``mig`` (``gpus`` then empty)."""
 
     task: TaskId
     job: JobId
     node: NodeName
     gpus: tuple[int, ...]
     gpu_milli: int
+    mig: tuple[MigSlice, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MigLayout:
+    """The instances reconfigurable MIG GPU ``gpu`` of ``node`` must have for this cycle's
+    binds: the instances in use after the cycle, sorted by start. ``was_empty``: the GPU held
+    no instance before (the scheduler chose its layout from scratch)."""
+
+    node: NodeName
+    gpu: int
+    layout: tuple[MigPlacement, ...]
+    was_empty: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +100,8 @@ class Plan:
         estimated_start: expected start time of pending jobs (seconds).
         moves: running tasks restarted elsewhere this cycle (defragmentation); their jobs
             are also in ``evictions``.
+        mig_layouts: reconfigurable MIG GPUs that get new instances for this cycle's binds,
+            with the layout each must have (:mod:`gpusched.framework.mig`).
     """
 
     binds: list[Bind] = field(default_factory=list)
@@ -94,6 +111,7 @@ class Plan:
     reservations: dict[JobId, Reservation] = field(default_factory=dict)
     estimated_start: dict[JobId, float] = field(default_factory=dict)
     moves: list[Move] = field(default_factory=list)
+    mig_layouts: list[MigLayout] = field(default_factory=list)
 
     def bound_jobs(self) -> set[JobId]:
         return {b.job for b in self.binds}

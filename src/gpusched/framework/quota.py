@@ -1,8 +1,10 @@
 """Queue quota accounting for one cycle: usage, limits, guarantees, borrowing, fair share.
 
 Every running and newly placed job is charged to its queue and each ancestor with its request
-vector (:func:`job_request`): ``gpu`` in GPU-equivalent milli (fractions included), ``gpu/<M>``
-for the model it landed on, ``cpu`` and ``memory``.
+vector (:func:`job_request`): ``gpu`` in GPU-equivalent milli (fractions included; a MIG
+instance as ``floor(1000 * compute_slices / 7)``, :func:`gpusched.model.mig.mig_milli`),
+``gpu/<M>`` for the model it landed on, ``cpu`` and ``memory``. Capacity counts MIG-enabled
+GPUs as 1000 each, like plain ones.
 
 For a job ``j`` of queue ``q`` requesting ``r`` (over every resource ``x`` named):
 
@@ -57,7 +59,7 @@ def job_request(
     landed = list(models)
     for i, task in enumerate(job.tasks[: job.min_available] if tasks is None else tasks):
         s = task.shape
-        g = s.num_gpu * s.gpu_milli
+        g = s.total_gpu_milli  # MIG instances in GPU-equivalents (model.mig.mig_milli)
         gpu += g
         cpu += s.cpu_milli
         mem += s.memory_mib

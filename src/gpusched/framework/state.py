@@ -21,6 +21,12 @@ answer for every node with a handful of vector operations instead of a Python lo
 
 Node order is meaningful: when scores tie, the scheduler may pick the first node in this order.
 
+MIG-enabled GPUs (:mod:`gpusched.framework.mig`) keep ``gpu_cap`` 1000 but ``gpu_free`` 0, so
+plain requests never fit there; their instances are in :attr:`ClusterState.mig` (``None`` when no
+node has MIG), and a MIG task's :class:`Allocation` holds no plain GPU (``gpus == ()``) and
+lists its instances in ``mig``. ``gpu_idle`` stays ``SUM_g gpu_free``; the MIG GPUs' idle share
+(GPU-equivalents) is ``mig.idle_milli``, and :attr:`ClusterState.free_gpu_milli` adds both.
+
 The cluster's network levels (:class:`~gpusched.model.network.NetworkTopology`) are given to
 :meth:`ClusterState.from_nodes` or detected from the node labels; :meth:`ClusterState.domains`
 numbers each level's domains per node (derived data of the node list, shared by all copies).
@@ -36,6 +42,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpusched.errors import InvariantError
+from gpusched.framework.mig import MigState
 from gpusched.framework.numa import NumaState
 from gpusched.model import (
     MILLI_PER_GPU,
@@ -48,6 +55,7 @@ from gpusched.model import (
     Task,
     TaskId,
 )
+from gpusched.model.mig import MigSlice
 from gpusched.model.network import detect_network
 
 __all__ = [
@@ -215,7 +223,8 @@ class AllocationMap:
 
 @dataclass(frozen=True, slots=True)
 class Allocation:
-    """Resources one task holds on one node."""
+    """Resources one task holds on one node (``mig``: its MIG instances; ``gpus`` is then
+    empty and ``gpu_milli`` 0)."""
 
     task: TaskId
     job: JobId
@@ -224,6 +233,7 @@ class Allocation:
     gpu_milli: int
     cpu_milli: int
     memory_mib: int
+    mig: tuple[MigSlice, ...] = ()
 
 
 class ReleaseBatch:
@@ -233,9 +243,21 @@ class ReleaseBatch:
     ``gpu_offset[i] .. gpu_offset[i + 1]`` of ``gpu_slot`` (``node * G + g``) and ``gpu_milli``.
     """
 
-    __slots__ = ("cpu", "gpu_milli", "gpu_offset", "gpu_slot", "mem", "node", "shape")
+    __slots__ = (
+        "_allocations",
+        "_mig",
+        "cpu",
+        "gpu_milli",
+        "gpu_offset",
+        "gpu_slot",
+        "mem",
+        "node",
+        "shape",
+    )
 
     def __init__(self, allocations: Sequence[Allocation], gpu_slots: int) -> None:
+        self._allocations = allocations
+        self._mig: list[tuple[int, Allocation]] | None = None
         count = len(allocations)
         self.node = np.fromiter((a.node for a in allocations), dtype=np.int64, count=count)
         self.cpu = np.fromiter((a.cpu_milli for a in allocations), dtype=np.int64, count=count)
@@ -253,6 +275,13 @@ class ReleaseBatch:
         self.gpu_milli = np.fromiter(
             (a.gpu_milli for a in allocations for _ in a.gpus), dtype=np.int64
         )
+
+    def mig_entries(self) -> list[tuple[int, Allocation]]:
+        """``(entry, allocation)`` of the allocations holding MIG instances (built on first
+        use: only states with MIG GPUs ask)."""
+        if self._mig is None:
+            self._mig = [(i, a) for i, a in enumerate(self._allocations) if a.mig]
+        return self._mig
 
 
 class ClusterState:
@@ -279,6 +308,7 @@ class ClusterState:
         "index",
         "mem_cap",
         "mem_free",
+        "mig",
         "model_id",
         "models",
         "names",
@@ -308,6 +338,7 @@ class ClusterState:
     version: I64
     clock: VersionClock
     allocations: AllocationMap
+    mig: MigState | None
     _layout: _Layout
     _shared: bool
 
@@ -358,7 +389,10 @@ class ClusterState:
         self.cpu_free = self.cpu_cap.copy()
         self.mem_free = self.mem_cap.copy()
         self.gpu_free = self.gpu_cap.copy()
-        self.gpu_idle = self.gpu_cap.sum(axis=1, dtype=np.int64)
+        self.mig = MigState.build(nodes)
+        for m in self.mig.gpus if self.mig is not None else ():
+            self.gpu_free[m.node, m.gpu] = 0  # MIG GPUs take MIG requests only
+        self.gpu_idle = self.gpu_free.sum(axis=1, dtype=np.int64)
         self.shape_count = np.zeros((n, len(SHAPE_CLASSES)), dtype=np.int32)
         self.clock = VersionClock()
         self.version = np.zeros(n, dtype=np.int64)
@@ -388,8 +422,14 @@ class ClusterState:
 
     @property
     def used_gpu_milli(self) -> int:
-        """GPU share held by allocations, in milli-GPU."""
-        return int(self.total_gpu_milli - self.gpu_idle.sum())
+        """GPU share held by allocations, in milli-GPU (MIG instances in GPU-equivalents)."""
+        return self.total_gpu_milli - self.free_gpu_milli
+
+    @property
+    def free_gpu_milli(self) -> int:
+        """GPU share not held: ``SUM gpu_idle`` plus the MIG GPUs' idle GPU-equivalents."""
+        idle = int(self.gpu_idle.sum())
+        return idle if self.mig is None else idle + self.mig.idle_milli
 
     def copy(self, *, allocations: bool = True) -> ClusterState:
         """A working copy: arrays and allocations copied, the version clock shared.
@@ -418,6 +458,7 @@ class ClusterState:
         other.numa = self.numa.copy()
         other.version = self.version.copy()
         other.clock = self.clock
+        other.mig = None if self.mig is None else self.mig.copy()
         if not allocations:
             other.allocations = AllocationMap()
         else:
@@ -521,15 +562,24 @@ class ClusterState:
         return self.allocations
 
     def allocate(
-        self, task: Task, node: int, gpus: tuple[int, ...], gpu_milli: int | None = None
+        self,
+        task: Task,
+        node: int,
+        gpus: tuple[int, ...],
+        gpu_milli: int | None = None,
+        mig: tuple[MigSlice, ...] | None = None,
     ) -> Allocation:
         """Charge ``task`` to ``node`` on the GPUs ``gpus``; raises if it does not fit.
 
         ``gpu_milli`` overrides the share held on each GPU (a profile that treats GPUs as
         integers holds 1000 for a fractional request). Callers check fit through filters
-        first; a failure here is a scheduler bug.
+        first; a failure here is a scheduler bug. A MIG task (``shape.mig_profile``) takes the
+        instances ``mig``, or those the slice rule of :mod:`gpusched.framework.mig` picks when
+        ``mig`` is ``None`` (``gpus`` is ignored).
         """
         shape = task.shape
+        if shape.mig_profile:
+            return self._allocate_mig(task, node, mig)
         if gpu_milli is not None and gpu_milli != shape.gpu_milli:
             shape = replace(shape, gpu_milli=gpu_milli)
         allocations = self._own_allocations()
@@ -571,6 +621,37 @@ class ClusterState:
         split = topo.numa_split(gpus, task.shape.cpu_milli)
         self.numa.pin(task.id, node, split, who=f"{who} on {self.names[node]}")
 
+    def _allocate_mig(self, task: Task, node: int, mig: tuple[MigSlice, ...] | None) -> Allocation:
+        shape = task.shape
+        allocations = self._own_allocations()
+        if task.id in allocations:
+            raise InvariantError(f"task {task.id} is already allocated")
+        if self.cpu_free[node] < shape.cpu_milli or self.mem_free[node] < shape.memory_mib:
+            raise InvariantError(f"task {task.id} does not fit CPU/memory of {self.names[node]}")
+        if self.mig is None:
+            raise InvariantError(f"task {task.id} asks MIG; no node has MIG-enabled GPUs")
+        slices = mig if mig is not None else self.mig.pick(node, shape.mig_profile, shape.mig_count)
+        if slices is None:
+            raise InvariantError(
+                f"task {task.id}: {shape.mig_count} x {shape.mig_profile} do not fit "
+                f"{self.names[node]}"
+            )
+        if len(slices) != shape.mig_count or any(sl.profile != shape.mig_profile for sl in slices):
+            raise InvariantError(
+                f"task {task.id} needs {shape.mig_count} x {shape.mig_profile}; got "
+                f"{[str(sl) for sl in slices]}"
+            )
+        self.mig.take(node, slices, who=f"task {task.id}")
+        self.cpu_free[node] -= shape.cpu_milli
+        self.mem_free[node] -= shape.memory_mib
+        self.shape_count[node, shape_class(0, 0)] += 1
+        self.version[node] = self.clock.tick()
+        alloc = Allocation(
+            task.id, task.job, node, (), 0, shape.cpu_milli, shape.memory_mib, tuple(slices)
+        )
+        allocations[task.id] = alloc
+        return alloc
+
     def free_batch(self, batch: ReleaseBatch, count: int) -> None:
         """Return the resources of the first ``count`` entries of ``batch`` to the free arrays,
         as vector sums, without touching the allocation map (what-if states of
@@ -600,6 +681,10 @@ class ClusterState:
                 np.bincount(slot, milli, minlength=n * width).reshape(n, width).astype(np.int32)
             )
             self.gpu_idle += np.bincount(slot // width, milli, minlength=n).astype(np.int64)
+        if self.mig is not None:
+            for i, a in batch.mig_entries():
+                if i < count:
+                    self.mig.give(a.node, a.mig)
         changed = np.unique(node)
         self.version[changed] = self.clock.ticks(len(changed))
 
@@ -624,6 +709,10 @@ class ClusterState:
             np.add.at(self.gpu_idle, g_nodes, g_amt)
         classes = [shape_class(len(a.gpus), a.gpu_milli) for a in allocs]
         np.add.at(self.shape_count, (nodes, np.asarray(classes, dtype=np.int64)), -1)
+        if self.mig is not None:
+            for a in allocs:
+                if a.mig:
+                    self.mig.give(a.node, a.mig)
         for node in set(nodes.tolist()):
             self.version[node] = self.clock.tick()
 
@@ -642,5 +731,7 @@ class ClusterState:
             row[g] += alloc.gpu_milli
         self.gpu_idle[node] += alloc.gpu_milli * len(alloc.gpus)
         self.shape_count[node, shape_class(len(alloc.gpus), alloc.gpu_milli)] -= 1
+        if alloc.mig and self.mig is not None:
+            self.mig.give(node, alloc.mig)
         self.version[node] = self.clock.tick()
         return alloc

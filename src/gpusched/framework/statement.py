@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from gpusched.framework.state import Allocation, ClusterState
 from gpusched.model import Task
+from gpusched.model.mig import MigSlice
 
 __all__ = ["Statement"]
 
@@ -29,9 +30,14 @@ class Statement:
         return tuple(self._done)
 
     def allocate(
-        self, task: Task, node: int, gpus: tuple[int, ...], gpu_milli: int | None = None
+        self,
+        task: Task,
+        node: int,
+        gpus: tuple[int, ...],
+        gpu_milli: int | None = None,
+        mig: tuple[MigSlice, ...] | None = None,
     ) -> Allocation:
-        alloc = self.state.allocate(task, node, gpus, gpu_milli)
+        alloc = self.state.allocate(task, node, gpus, gpu_milli, mig)
         self._done.append(alloc)
         return alloc
 

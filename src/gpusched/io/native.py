@@ -19,6 +19,9 @@ Cluster (YAML)::
           gpu_numa: [0, 0, 0, 0, 1, 1, 1, 1]   # NUMA node of each GPU
           pcie_root: [a, a, b, b, c, c, d, d]  # optional; default: one root per GPU
           nvlink: [[0, 1, 2, 3, 4, 5, 6, 7]]   # NVLink domains, all to all inside each
+        mig:                # MIG-enabled GPUs (gpusched.io.native_mig); the rest stay plain
+          - {gpus: [0, 1], layout: [3g.40gb@0, 2g.20gb@4, 1g.10gb@6]}   # static instances
+          - {gpus: [2, 3], reconfigurable: true}    # instances created as the scheduler needs
       - name: dgx           # or a built-in template (hgx-h100-8, hgx-a100-8, pcie-4-pairs, l4,
         template: hgx-h100-8  # t4): GPUs, topology, CPUs and memory from the template; cpu,
         count: 4            # memory, labels, taints, gpu_sharing may still be given
@@ -54,6 +57,8 @@ Workload (YAML, or CSV with the same field names as columns and ``gpu_models`` j
         share_gpu: true     # training only: may share a GPU (default false for training)
         topology_required: rack    # the gang in one domain of this network level, or wait
         topology_preferred: block  # one domain if possible, else as few as possible
+        mig: 1g.10gb        # instead of gpus: MIG instances of this profile per pod,
+        mig_count: 1        #   this many (charged compute slices / 7 of a GPU each)
         labels: {team: a}   # job labels (informational)
         node_selector: {gpusched.io/pool: h100}
         tolerations: [{key: dedicated, operator: Equal, value: infer, effect: NoSchedule}]
@@ -89,6 +94,14 @@ from gpusched.io.native_constraints import (
     TolerationEntry,
     dump_constraints,
 )
+from gpusched.io.native_mig import (
+    MigEntry,
+    MigError,
+    build_mig,
+    dump_mig,
+    dump_mig_request,
+    known_profiles,
+)
 from gpusched.io.quantity import cpu_to_milli, memory_to_mib
 from gpusched.io.yamlfile import LINE_KEY, load_yaml, validate
 from gpusched.model import (
@@ -119,6 +132,7 @@ from gpusched.model import (
     Toleration,
     TopologyRequest,
 )
+from gpusched.model.mig import geometry_for_gpu
 from gpusched.model.network import detect_network, network_from_spec
 from gpusched.model.task import nominal_share
 from gpusched.model.templates import TEMPLATES
@@ -191,7 +205,8 @@ class NodeGroup(BaseModel):
     count: int = Field(default=1, ge=1, description="How many identical nodes.")
     template: str | None = Field(
         default=None,
-        description="A built-in machine (hgx-h100-8, hgx-a100-8, pcie-4-pairs, l4, t4): GPUs, "
+        description="A built-in machine (hgx-h100-8, hgx-a100-8, pcie-4-pairs, l4, t4; "
+        "hgx-h100-8-mig, hgx-a100-8-mig: every GPU MIG-enabled and reconfigurable): GPUs, "
         "GPU topology, CPUs and memory from the template; cpu and memory override it.",
     )
     cpu: Quantity | None = Field(
@@ -222,6 +237,12 @@ class NodeGroup(BaseModel):
     topology: TopologyEntry | None = Field(
         default=None,
         description="GPU topology: `{numa_cpu, gpu_numa, pcie_root, nvlink}` (docs/topology.md).",
+    )
+    mig: MigEntry | list[MigEntry] | None = Field(
+        default=None,
+        description="MIG-enabled GPUs: `{gpus, layout}` (static instances, `[3g.40gb@0, ...]` or "
+        "`{1g.10gb: 7}`) or `{gpus, reconfigurable: true}`; a list, or one entry for every GPU "
+        "(docs/topology.md).",
     )
 
     @field_validator("cpu", mode="before")
@@ -286,8 +307,12 @@ class NodeGroup(BaseModel):
                     changes["memory_mib"] = int(self.memory)
                 if self.gpu_reserved_memory is not None:
                     changes["gpu_reserved_mib"] = int(self.gpu_reserved_memory)
+                if self.mig is not None:
+                    model, memory = (base.gpus[0].model, base.gpus[0].memory_mib)
+                    changes["mig"] = build_mig(self.mig, base.gpu_count, model, memory, n)
                 out.append(replace(base, **changes))
             return out
+        mig = build_mig(self.mig, self.gpus, self.gpu_model, int(self.gpu_memory), self.name)
         topology = (
             None
             if self.topology is None
@@ -308,6 +333,7 @@ class NodeGroup(BaseModel):
                 topology,
                 self.gpu_sharing,
                 int(self.gpu_reserved_memory or 0),
+                mig,
             )
             for n in names
         ]
@@ -411,6 +437,21 @@ class JobEntry(BaseModel):
         default=None,
         description="Network level the gang prefers one domain of (else as few as possible).",
     )
+    mig: str | None = Field(
+        default=None,
+        description="A MIG profile each pod needs instances of ('1g.10gb', '3g.40gb', ...; the "
+        "A100 40 GB has '1g.5gb', ...) instead of gpus; charged compute slices / 7 of a GPU.",
+    )
+    mig_count: int = Field(default=1, ge=1, le=7, description="MIG instances per pod.")
+
+    @field_validator("mig")
+    @classmethod
+    def _mig(cls, v: str | None) -> str | None:
+        if v is not None and v not in known_profiles():
+            raise ValueError(
+                f"unknown MIG profile {v!r}; known profiles: {', '.join(known_profiles())}"
+            )
+        return v
 
     @field_validator("cpu", mode="before")
     @classmethod
@@ -477,6 +518,15 @@ class JobEntry(BaseModel):
                 )
         if self.topology_required and self.topology_preferred:
             raise ValueError("give topology_required or topology_preferred, not both")
+        if self.mig is not None:
+            other = [f for f in ("gpus", "gpu_share", "gpu_memory") if f in self.model_fields_set]
+            if other:
+                raise ValueError(
+                    f"mig {self.mig!r} with {', '.join(other)}; a MIG pod asks instances, not "
+                    "GPUs: remove " + ", ".join(other)
+                )
+        elif "mig_count" in self.model_fields_set:
+            raise ValueError("mig_count without mig; give mig: PROFILE (e.g. 1g.10gb)")
         for i, term in enumerate(self.affinity_required):
             if not term:
                 raise ValueError(
@@ -514,6 +564,8 @@ class JobEntry(BaseModel):
             constraints=NO_CONSTRAINTS if constraints.empty else constraints,
             numa_local_cpus=self.numa_local_cpus,
             gpu_memory_mib=gpu_mem,
+            mig_profile=self.mig or "",
+            mig_count=self.mig_count,
         )
         jid = JobId(self.name)
         tasks = tuple(
@@ -563,6 +615,8 @@ def load_cluster_spec(path: str | Path) -> tuple[list[Node], NetworkTopology]:
     for g, group in enumerate(spec.nodes):
         try:
             built = group.build()
+        except MigError as exc:
+            raise TraceError(str(path), _entry_line(data, "nodes", g), "mig", str(exc)) from None
         except ConfigError as exc:
             raise TraceError(
                 str(path), _entry_line(data, "nodes", g), "topology", str(exc)
@@ -629,6 +683,8 @@ def load_workload(
                 )
         if nodes is not None and entry.gpu_memory:
             _check_gpu_memory(p, line, entry, nodes)
+        if nodes is not None and entry.mig:
+            _check_mig(p, line, entry, nodes)
         jobs.append(entry.build())
     return jobs
 
@@ -645,6 +701,32 @@ def _check_gpu_memory(path: Path, line: int | None, entry: JobEntry, nodes: Sequ
             f"job {entry.name!r} asks {int(entry.gpu_memory or 0)} MiB of one GPU; the largest "
             f"usable GPU memory{' of its models' if allowed else ''} is {best} MiB "
             "(GPU memory minus the driver's reserve)",
+        )
+
+
+def _check_mig(path: Path, line: int | None, entry: JobEntry, nodes: Sequence[Node]) -> None:
+    offered: dict[str, None] = {}
+    for n in nodes:
+        for g, conf in enumerate(n.mig):
+            if conf is None:
+                continue
+            if conf.reconfigurable:
+                geo = geometry_for_gpu(n.gpus[g].model, n.gpus[g].memory_mib)
+                offered.update(dict.fromkeys(geo.profiles if geo is not None else ()))
+            else:
+                offered.update(dict.fromkeys(p.profile for p in conf.layout))
+    if entry.mig not in offered:
+        have = (
+            f"the cluster's MIG GPUs offer {', '.join(offered)}"
+            if offered
+            else "the cluster has no MIG-enabled GPU"
+        )
+        raise TraceError(
+            str(path),
+            line,
+            "mig",
+            f"job {entry.name!r} asks MIG profile {entry.mig!r}, which no GPU of the cluster "
+            f"offers; {have}",
         )
 
 
@@ -751,6 +833,7 @@ def dump_workload(jobs: Sequence[Job], path: str | Path) -> None:
                 entry["gpu_share"] = s.gpu_milli
             if s.gpu_models:
                 entry["gpu_models"] = sorted(s.gpu_models)
+        entry.update(dump_mig_request(s))
         if job.labels:
             entry["labels"] = dict(job.labels)
         if job.topology is not None:
@@ -781,6 +864,8 @@ def dump_cluster(nodes: Sequence[Node], path: str | Path) -> None:
                 entry["gpu_reserved_memory"] = f"{n.gpu_reserved_mib}Mi"
             if n.topology is not None:
                 entry["topology"] = _dump_topology(n.topology)
+            if n.mig:
+                entry["mig"] = dump_mig(n)
         if n.labels:
             entry["labels"] = dict(n.labels)
         if n.taints:

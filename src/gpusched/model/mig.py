@@ -31,6 +31,20 @@ lexicographically::
 
 then the smallest starts. Placing a lone ``1g.10gb`` at start 6 (not 0) is what this rule does:
 it keeps ``4g.40gb`` at 0 possible.
+
+MIG on nodes and tasks (used by :mod:`gpusched.framework.mig`):
+
+* a node's GPU is MIG-enabled when the node gives it a :class:`MigConfig`: a *static* layout
+  (the node's instances, fixed) or *reconfigurable* (instances are created where the scheduler
+  chooses while they are needed, and exist only while a task holds them);
+* a task asks for ``count`` instances of one profile (:class:`~gpusched.model.TaskShape`'s
+  ``mig_profile``/``mig_count``). Quota and fair share charge it in GPU-equivalents::
+
+      mig_milli(profile) = floor(1000 * compute_slices(profile) / 7)       per instance
+
+  (1g: 142, 2g: 285, 3g: 428, 4g: 571, 7g: 1000 milli). Rounding down keeps the charge of the
+  instances on one GPU at most 1000 (their compute slices sum to at most 7). The memory of a
+  profile does not count: ``1g.20gb`` is charged as ``1g.10gb``.
 """
 
 from __future__ import annotations
@@ -44,14 +58,22 @@ __all__ = [
     "COMPUTE_SLICES",
     "GEOMETRIES",
     "MEMORY_SLICES",
+    "MigConfig",
     "MigGeometry",
     "MigPlacement",
     "MigProfile",
+    "MigSlice",
+    "check_node_mig",
     "choose_layout",
+    "compute_slices_of",
     "feasible_starts",
+    "geometries_with",
     "geometry_for",
     "geometry_for_gpu",
     "layout_problem",
+    "layout_room",
+    "mig_milli",
+    "parse_placement",
     "validate_layout",
 ]
 
@@ -90,6 +112,37 @@ class MigPlacement:
 
     profile: str
     start: int
+
+
+@dataclass(frozen=True, slots=True)
+class MigSlice:
+    """A GPU instance a task holds: profile ``profile`` at memory slice ``start`` of GPU
+    ``gpu`` of its node."""
+
+    gpu: int
+    profile: str
+    start: int
+
+    @property
+    def placement(self) -> MigPlacement:
+        return MigPlacement(self.profile, self.start)
+
+    def __str__(self) -> str:
+        return f"{self.gpu}:{self.profile}@{self.start}"
+
+
+@dataclass(frozen=True, slots=True)
+class MigConfig:
+    """How one GPU of a node is partitioned (module docstring).
+
+    Attributes:
+        layout: the GPU's instances when they are fixed by the node (static); empty when
+            ``reconfigurable``.
+        reconfigurable: the scheduler creates instances where it chooses, beside those in use.
+    """
+
+    layout: tuple[MigPlacement, ...] = ()
+    reconfigurable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +205,75 @@ def geometry_for_gpu(model: str, memory_mib: int) -> MigGeometry | None:
         return None
     size = "40GB" if memory_mib <= 48 * 1024 else "80GB"
     return GEOMETRIES.get(f"{family}-{size}")
+
+
+def geometries_with(profile: str) -> tuple[str, ...]:
+    """Names of the built-in geometries that have ``profile``."""
+    return tuple(name for name, geo in GEOMETRIES.items() if profile in geo.profiles)
+
+
+def compute_slices_of(profile: str) -> int:
+    """Compute slices of a profile name (the ``N`` of ``Ng.Mgb``); :class:`ConfigError` for a
+    name no built-in geometry has."""
+    for geo in GEOMETRIES.values():
+        found = geo.profiles.get(profile)
+        if found is not None:
+            return found.compute_slices
+    known = sorted({p for geo in GEOMETRIES.values() for p in geo.profiles})
+    raise ConfigError(f"unknown MIG profile {profile!r}; known profiles: {', '.join(known)}")
+
+
+def mig_milli(profile: str) -> int:
+    """GPU-equivalent of one instance in milli-GPU: ``floor(1000 * compute_slices / 7)``."""
+    return 1000 * compute_slices_of(profile) // COMPUTE_SLICES
+
+
+def parse_placement(text: str) -> MigPlacement:
+    """``"3g.40gb@4"`` -> ``MigPlacement("3g.40gb", 4)``; :class:`ConfigError` otherwise."""
+    profile, sep, start = text.partition("@")
+    if not sep or not profile or not start.strip().isdigit():
+        raise ConfigError(f"MIG placement {text!r}: expected PROFILE@START, e.g. '3g.40gb@4'")
+    return MigPlacement(profile.strip(), int(start))
+
+
+def check_node_mig(
+    where: str, models: Sequence[tuple[str, int]], mig: Sequence[MigConfig | None]
+) -> None:
+    """Check a node's MIG configs against its GPUs ``(model, memory MiB)``; :class:`ConfigError`
+    naming ``where`` and the field ``mig[g]`` otherwise: one entry per GPU, a MIG-capable GPU
+    (A100/H100 with known memory) under every config, static layouts valid and non-empty."""
+    if not mig:
+        return
+    if len(mig) != len(models):
+        raise ConfigError(
+            f"{where}: field 'mig': got {len(mig)} entries; expected one per GPU ({len(models)})"
+        )
+    for g, (conf, (model, memory)) in enumerate(zip(mig, models, strict=True)):
+        if conf is None:
+            continue
+        geo = geometry_for_gpu(model, memory)
+        if geo is None:
+            raise ConfigError(
+                f"{where}: field 'mig[{g}]': GPU {g} ({model!r}, {memory} MiB) is not "
+                "MIG-capable here; expected an A100 or H100 with gpu_memory 40Gi or 80Gi"
+            )
+        if conf.reconfigurable and conf.layout:
+            raise ConfigError(
+                f"{where}: field 'mig[{g}]': a reconfigurable GPU has no fixed layout; "
+                "give layout or reconfigurable, not both"
+            )
+        if not conf.reconfigurable and not conf.layout:
+            raise ConfigError(
+                f"{where}: field 'mig[{g}].layout': empty; give the GPU's instances "
+                "(e.g. ['3g.40gb@0', '3g.40gb@4']) or reconfigurable: true"
+            )
+        try:
+            validate_layout(geo, conf.layout, where=f"{where}: field 'mig[{g}].layout'")
+        except ConfigError as exc:
+            msg = str(exc)
+            if not msg.startswith(where):
+                msg = f"{where}: field 'mig[{g}].layout': {msg}"
+            raise ConfigError(msg) from None
 
 
 def _as_placements(layout: Iterable[MigPlacement | tuple[str, int]]) -> list[MigPlacement]:
@@ -225,6 +347,14 @@ def feasible_starts(
     prof = geometry.profile(profile)
     mask, compute = _state(geometry, _as_placements(layout))
     return tuple(s for s in prof.starts if _fits(prof, s, mask, compute))
+
+
+def layout_room(
+    geometry: MigGeometry, layout: Iterable[MigPlacement | tuple[str, int]]
+) -> tuple[int, int]:
+    """``room(layout)`` of the module docstring: (largest compute size of a profile that still
+    fits, number of (profile, start) placements that still fit)."""
+    return _room(geometry, *_state(geometry, _as_placements(layout)))
 
 
 def _room(geometry: MigGeometry, mask: int, compute: int) -> tuple[int, int]:

@@ -13,6 +13,7 @@ from enum import StrEnum
 from gpusched.errors import ConfigError
 from gpusched.model.constraints import Taint
 from gpusched.model.ids import GpuModel, NodeName
+from gpusched.model.mig import MigConfig, check_node_mig
 from gpusched.model.topology import NodeTopology, check_topology
 
 __all__ = ["Gpu", "Node", "SharingMode"]
@@ -76,6 +77,10 @@ class Node:
         gpu_sharing: how fractional requests may share the node's GPUs (:class:`SharingMode`).
         gpu_reserved_mib: memory of each GPU the driver and CUDA context keep, not available
             to tasks (requests by memory are converted against memory minus this).
+        mig: per GPU, its MIG configuration (:class:`~gpusched.model.mig.MigConfig`: a static
+            layout, or reconfigurable) or ``None`` for a plain GPU; empty: no MIG at all.
+            A MIG-enabled GPU serves MIG requests only. Checked when built
+            (:func:`~gpusched.model.mig.check_node_mig`).
     """
 
     name: NodeName
@@ -87,10 +92,15 @@ class Node:
     topology: NodeTopology | None = None
     gpu_sharing: SharingMode = SharingMode.TIME_SLICING
     gpu_reserved_mib: int = 0
+    mig: tuple[MigConfig | None, ...] = ()
 
     def __post_init__(self) -> None:
         if self.topology is not None:
             self._check_topology(self.topology)
+        if self.mig:
+            check_node_mig(
+                f"node {self.name!r}", [(g.model, g.memory_mib) for g in self.gpus], self.mig
+            )
         if self.gpu_reserved_mib < 0 or (
             self.gpus
             and self.gpus[0].memory_mib
@@ -157,8 +167,10 @@ class Node:
         taints: tuple[Taint, ...] = (),
         gpu_sharing: SharingMode = SharingMode.TIME_SLICING,
         gpu_reserved_mib: int = 0,
+        mig: tuple[MigConfig | None, ...] = (),
     ) -> Node:
-        """Build a homogeneous node: ``gpu_count`` GPUs of one model."""
+        """Build a homogeneous node: ``gpu_count`` GPUs of one model (``mig``: per GPU, see
+        the class)."""
         gpus = tuple(Gpu(i, GpuModel(gpu_model), gpu_memory_mib) for i in range(gpu_count))
         return cls(
             NodeName(name),
@@ -169,6 +181,7 @@ class Node:
             taints,
             gpu_sharing=gpu_sharing,
             gpu_reserved_mib=gpu_reserved_mib,
+            mig=mig,
         )
 
     @classmethod

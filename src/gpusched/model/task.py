@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from gpusched.errors import ConfigError
 from gpusched.model.constraints import NO_CONSTRAINTS, Constraints
 from gpusched.model.ids import GpuModel, JobId, QueueName, TaskId
+from gpusched.model.mig import mig_milli as _instance_milli
 from gpusched.model.network import TopologyRequest
 from gpusched.model.resources import MILLI_PER_GPU
 
@@ -68,6 +70,11 @@ class TaskShape:
             memory minus the driver's reserve (``gpu_milli`` is then the nominal share on
             :data:`REFERENCE_GPU_MEMORY_MIB`, what quota and fair share charge). With whole
             GPUs it is a minimum: only GPUs with that much usable memory qualify.
+        mig_profile: a MIG GPU-instance profile (``"1g.10gb"``, see :mod:`.mig`) the task
+            needs ``mig_count`` instances of, on MIG-enabled GPUs of one node; ``num_gpu`` is
+            then 0 (a MIG task holds no plain GPU share). Charged ``mig_count *
+            mig_milli(profile)`` milli-GPU (GPU-equivalents: compute slices / 7).
+        mig_count: instances of ``mig_profile`` (ignored without one).
     """
 
     cpu_milli: int
@@ -78,6 +85,22 @@ class TaskShape:
     constraints: Constraints = NO_CONSTRAINTS
     numa_local_cpus: bool = False
     gpu_memory_mib: int = 0
+    mig_profile: str = ""
+    mig_count: int = 1
+
+    def __post_init__(self) -> None:
+        if self.mig_profile:
+            _instance_milli(self.mig_profile)  # ConfigError for an unknown profile
+            if self.num_gpu or self.mig_count < 1:
+                raise ConfigError(
+                    f"a MIG request ({self.mig_count} x {self.mig_profile}) needs num_gpu 0 "
+                    f"and mig_count >= 1; got num_gpu {self.num_gpu}"
+                )
+
+    @property
+    def mig_milli(self) -> int:
+        """GPU-equivalent of the task's MIG instances: ``mig_count * mig_milli(profile)``."""
+        return self.mig_count * _instance_milli(self.mig_profile) if self.mig_profile else 0
 
     @property
     def by_memory(self) -> bool:
@@ -91,7 +114,10 @@ class TaskShape:
 
     @property
     def total_gpu_milli(self) -> int:
-        """GPU request in milli-GPU summed over the task's GPUs."""
+        """GPU request in milli-GPU summed over the task's GPUs (MIG instances in
+        GPU-equivalents, :attr:`mig_milli`)."""
+        if self.mig_profile:
+            return self.mig_milli
         return self.num_gpu * self.gpu_milli
 
 

@@ -19,6 +19,10 @@ template            GPUs  GPU links                    NUMA (GPUs: CPUs)        
 Template nodes keep 1 GiB of each GPU for the driver and CUDA context
 (``gpu_reserved_mib``), which requests by GPU memory are converted against.
 
+MIG: ``hgx_h100_node`` and ``hgx_a100_node`` take ``mig=MigConfig(...)`` for all eight GPUs;
+the templates ``hgx-h100-8-mig`` and ``hgx-a100-8-mig`` are those boards with every GPU
+MIG-enabled and reconfigurable (see :mod:`gpusched.framework.mig`).
+
 (Here in :mod:`gpusched.model` so that the file formats can build them; also importable from
 :mod:`gpusched.workloads.templates`.)
 
@@ -33,10 +37,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from gpusched.errors import ConfigError
 from gpusched.model.constraints import Taint
 from gpusched.model.ids import GpuModel
+from gpusched.model.mig import MigConfig
 from gpusched.model.node import Node
 from gpusched.model.topology import GpuDevice, NodeTopology
 
@@ -99,10 +105,12 @@ def hgx_h100_node(
     memory_gib: int = 2048,
     labels: Mapping[str, str] | None = None,
     taints: tuple[Taint, ...] = (),
+    mig: MigConfig | None = None,
 ) -> Node:
-    """8 x H100 SXM 80 GB on an NVSwitch board, 2 sockets x 112 CPUs (DGX/HGX H100)."""
+    """8 x H100 SXM 80 GB on an NVSwitch board, 2 sockets x 112 CPUs (DGX/HGX H100);
+    ``mig``: every GPU MIG-enabled so."""
     topo = _nvswitch8("H100", 80, 112, "hgx-h100-8")
-    return Node.from_topology(
+    node = Node.from_topology(
         name,
         topo,
         memory_mib=memory_gib * _GIB,
@@ -110,6 +118,7 @@ def hgx_h100_node(
         taints=taints,
         gpu_reserved_mib=DRIVER_RESERVED_MIB,
     )
+    return node if mig is None else replace(node, mig=(mig,) * node.gpu_count)
 
 
 def hgx_a100_node(
@@ -119,10 +128,12 @@ def hgx_a100_node(
     memory_gib: int = 1024,
     labels: Mapping[str, str] | None = None,
     taints: tuple[Taint, ...] = (),
+    mig: MigConfig | None = None,
 ) -> Node:
-    """8 x A100 SXM (80 GB, or 40 GB) on an NVSwitch board, 2 sockets x 128 CPUs (DGX A100)."""
+    """8 x A100 SXM (80 GB, or 40 GB) on an NVSwitch board, 2 sockets x 128 CPUs (DGX A100);
+    ``mig``: every GPU MIG-enabled so."""
     topo = _nvswitch8("A100", gpu_memory_gib, 128, f"hgx-a100-{gpu_memory_gib}gb-8")
-    return Node.from_topology(
+    node = Node.from_topology(
         name,
         topo,
         memory_mib=memory_gib * _GIB,
@@ -130,6 +141,7 @@ def hgx_a100_node(
         taints=taints,
         gpu_reserved_mib=DRIVER_RESERVED_MIB,
     )
+    return node if mig is None else replace(node, mig=(mig,) * node.gpu_count)
 
 
 def pcie_pairs_node(
@@ -195,10 +207,14 @@ def t4_node(
     )
 
 
+_RECONFIGURABLE = MigConfig(reconfigurable=True)
+
 #: Template name -> builder taking the node name (for cluster files and generators).
 TEMPLATES: Mapping[str, Callable[[str], Node]] = {
     "hgx-h100-8": hgx_h100_node,
     "hgx-a100-8": hgx_a100_node,
+    "hgx-h100-8-mig": functools.partial(hgx_h100_node, mig=_RECONFIGURABLE),
+    "hgx-a100-8-mig": functools.partial(hgx_a100_node, mig=_RECONFIGURABLE),
     "pcie-4-pairs": pcie_pairs_node,
     "l4": l4_node,
     "t4": t4_node,

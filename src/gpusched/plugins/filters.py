@@ -5,8 +5,13 @@ of ``m`` milli each when::
 
     cpu_free[n] >= cpu  and  mem_free[n] >= mem  and  #{g : gpu_free[n, g] >= m} >= k
 
+and for a task asking ``k`` MIG instances of profile ``P`` (no plain GPUs), in place of the
+GPU term, ``fit(n, P) >= k``: free instances of ``P`` on static MIG GPUs plus room for new ones
+on reconfigurable GPUs (:mod:`gpusched.framework.mig`).
+
 ``gpu-model``: a task restricted to GPU models ``S`` (non-empty) may use node ``n`` only when
-``model(n) in S``; tasks without GPUs or without a restriction pass every node.
+``model(n) in S``; tasks without GPUs (or MIG instances) or without a restriction pass every
+node.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpusched.framework import BoolArray, ClusterState, CycleContext
+from gpusched.framework.mig import mig_capable, mig_fit_count
 from gpusched.model import Task
 
 __all__ = ["GpuModelFilter", "NodeResourcesFit", "gpu_fit_count", "gpu_fit_mask"]
@@ -81,6 +87,8 @@ class NodeResourcesFit:
         mask = (state.cpu_free >= s.cpu_milli) & (state.mem_free >= s.memory_mib)
         if s.num_gpu:
             mask &= gpu_fit_mask(state, s.num_gpu, s.gpu_milli)
+        elif s.mig_profile:
+            mask &= mig_fit_count(state, s.mig_profile) >= s.mig_count
         return mask
 
     def explain(self, ctx: CycleContext, task: Task, state: ClusterState) -> str | None:
@@ -113,7 +121,28 @@ class NodeResourcesFit:
             )
             if both and (cpu_short or mem_short):
                 parts.append(f"{both} nodes with enough GPU lack CPU or memory")
+        elif s.mig_profile:
+            parts.extend(_explain_mig(state, s.mig_profile, s.mig_count))
         return "; ".join(parts) or None
+
+
+def _explain_mig(state: ClusterState, profile: str, count: int) -> list[str]:
+    n = state.size
+    capable = mig_capable(state, profile)
+    if not capable.any():
+        return [
+            f"no node has a MIG-enabled GPU that offers {profile} "
+            "(a static layout with it, or a reconfigurable GPU of a kind that has it)"
+        ]
+    fit = mig_fit_count(state, profile)
+    short = int((capable & (fit < count)).sum())
+    if not short:
+        return []
+    return [
+        f"{short}/{int(capable.sum())} nodes that offer {profile} have fewer than {count} "
+        f"instance(s) free (best node: {int(fit.max(initial=0))}; "
+        f"{n - int(capable.sum())} nodes offer none)"
+    ]
 
 
 class GpuModelFilter:
@@ -123,13 +152,13 @@ class GpuModelFilter:
 
     def filter(self, ctx: CycleContext, task: Task, state: ClusterState) -> BoolArray:
         s = task.shape
-        if not s.num_gpu or not s.gpu_models:
+        if not s.gpu_models or not (s.num_gpu or s.mig_profile):
             return np.ones(state.size, dtype=bool)
         return state.model_mask(s.gpu_models)
 
     def explain(self, ctx: CycleContext, task: Task, state: ClusterState) -> str | None:
         s = task.shape
-        if not s.num_gpu or not s.gpu_models:
+        if not s.gpu_models or not (s.num_gpu or s.mig_profile):
             return None
         ok = int(state.model_mask(s.gpu_models).sum())
         wanted = "|".join(sorted(s.gpu_models))

@@ -26,7 +26,9 @@ Placement quality the driver measures as it applies binds (``RunMetrics`` report
   :func:`~gpusched.framework.domains.task_fit`);
 * per GPU, the memory its tasks use (a request by memory uses that much; a share ``m`` uses
   ``m / 1000`` of the GPU's usable memory): a bind that takes a GPU above its usable memory is
-  a GPU memory overcommit event.
+  a GPU memory overcommit event;
+* MIG: binds take the instances the plan names; ``mig_gpus_reconfigured`` counts the plan's
+  reconfigured GPUs (``plan.mig_layouts``), ``mig_layouts_chosen`` those that were empty.
 
 The cycle seed is derived from the run seed and the cycle number, so a run is a pure function of
 (cluster, jobs, profile, seed): the same inputs give the same event log, byte for byte.
@@ -58,6 +60,7 @@ from gpusched.framework import (
     Status,
 )
 from gpusched.framework.domains import task_fit
+from gpusched.framework.mig import check_mig_requests
 from gpusched.framework.quota import job_request
 from gpusched.model import (
     CPU,
@@ -164,6 +167,8 @@ class Simulation:
     multi_gpu_binds: int = field(init=False, default=0)
     multi_gpu_best_connected: int = field(init=False, default=0)
     gpu_memory_overcommit_events: int = field(init=False, default=0)
+    mig_layouts_chosen: int = field(init=False, default=0)
+    mig_gpus_reconfigured: int = field(init=False, default=0)
     gangs_in_one_domain: dict[str, list[int]] = field(init=False, default_factory=dict)
     _gpu_mem_used: dict[tuple[int, int], float] = field(init=False, default_factory=dict)
     _task_mem: dict[TaskId, tuple[int, tuple[int, ...], float]] = field(
@@ -180,6 +185,7 @@ class Simulation:
                 )
         for level in self.state.network.names:
             self.gangs_in_one_domain[level] = [0, 0, 0]
+        check_mig_requests(self.state, self.jobs)
         for i, job in enumerate(self.jobs):
             if job.id in self.records:
                 raise InvariantError(f"duplicate job id {job.id!r}")
@@ -377,10 +383,14 @@ class Simulation:
             node = index[bind.node]
             task = self._tasks[bind.task]
             self._check_connectivity(node, bind.gpus, bind.gpu_milli)
-            self.state.allocate(task, node, bind.gpus, bind.gpu_milli)
+            self.state.allocate(task, node, bind.gpus, bind.gpu_milli, bind.mig or None)
             self._use_memory(task, node, bind.gpus)
             touched[bind.job] = None
-            self._log("bind", bind.task, f"{bind.node}{list(bind.gpus)}")
+            where = f" mig {[str(sl) for sl in bind.mig]}" if bind.mig else ""
+            self._log("bind", bind.task, f"{bind.node}{list(bind.gpus)}{where}")
+        for layout in plan.mig_layouts:
+            self.mig_layouts_chosen += layout.was_empty
+            self.mig_gpus_reconfigured += 1
         for job_id in touched:
             rec = self.records[job_id]
             if job_id in self.running:

@@ -43,7 +43,12 @@ cluster only drains, which says nothing about the policy):
   could have fitted one domain of that level on the empty cluster, the share started inside one
   (``gangs_fitting_one_domain``: how many such jobs; ``gangs_started``: all multi-task jobs);
 * ``gpu_memory_overcommit_events``: binds that took some GPU above its usable memory (see
-  :mod:`gpusched.sim.engine`; it must be 0).
+  :mod:`gpusched.sim.engine`; it must be 0);
+* MIG (:mod:`gpusched.framework.mig`): ``mig_held_pct``, time-average on ``[a, b]`` of
+  ``100 * held / (1000 * #MIG GPUs)`` with ``held`` the GPU-equivalent of the instances in use
+  (``null`` without MIG GPUs); ``mig_instances_in_use_max``: most instances in use at once;
+  ``mig_gpus_reconfigured``: reconfigurable GPUs given new instances by a plan (counted per
+  cycle), ``mig_layouts_chosen`` of which were empty (a layout chosen from scratch).
 """
 
 from __future__ import annotations
@@ -71,6 +76,7 @@ class Series:
     held_pct: list[float] = field(default_factory=list)
     frag_time: list[float] = field(default_factory=list)
     frag_pct: list[float] = field(default_factory=list)
+    mig_held_pct: list[float] = field(default_factory=list)
 
 
 class RunMetrics:
@@ -99,6 +105,9 @@ class RunMetrics:
         self.violations: set[JobId] = set()
         self.queue_gpu_seconds: dict[QueueName, float] = {}
         self._last_queue_usage: dict[QueueName, int] = {}
+        mig = sim.state.mig
+        self.mig_capacity = 0 if mig is None else 1000 * len(mig.gpus)
+        self.mig_instances_max = 0
 
     def __call__(self, sim: Simulation) -> None:
         s = self.series
@@ -113,6 +122,11 @@ class RunMetrics:
         s.time.append(now)
         s.alloc_pct.append(100.0 * sim.placed_milli / cap)
         s.held_pct.append(100.0 * sim.state.used_gpu_milli / cap)
+        mig = sim.state.mig
+        if mig is not None:
+            s.mig_held_pct.append(100.0 * mig.held / self.mig_capacity)
+            in_use = sum(len(u) for u in mig.used)
+            self.mig_instances_max = max(self.mig_instances_max, in_use)
         self._partials(sim)
         usage: Counter[QueueName] = Counter()
         for run in sim.running.values():
@@ -253,6 +267,12 @@ def summarise(sim: Simulation, metrics: RunMetrics) -> dict[str, Any]:
         },
         "gangs_started": max((c[0] for c in sim.gangs_in_one_domain.values()), default=0),
         "gpu_memory_overcommit_events": sim.gpu_memory_overcommit_events,
+        "mig_held_pct": (
+            round(_time_average(s.time, s.mig_held_pct, end), 3) if s.mig_held_pct else None
+        ),
+        "mig_instances_in_use_max": metrics.mig_instances_max,
+        "mig_gpus_reconfigured": sim.mig_gpus_reconfigured,
+        "mig_layouts_chosen": sim.mig_layouts_chosen,
         "makespan_s": round(last - (s.time[0] if s.time else 0.0), 3),
         "cycles": sim.cycle,
     }
