@@ -8,9 +8,10 @@ most disruptive last), on the jobs they left pending.
 
 **Trigger.** A pending job ``P`` is *fragmented-blocked* when its status is ``Unschedulable``
 from placement (its queue admits it now: no quota refusal), it asks for GPUs, none of its tasks
-is bound, it asks for no network domain, and the nodes ``S`` that pass all its filters but
-``node-resources-fit`` (GPU model, constraints, reservations) hold enough free resources for
-its whole gang (``G``: milli-GPU, ``C``: CPU, ``M``: memory of its ``min_available`` tasks)::
+is bound, it asks for no network domain and no MIG instances, and the nodes ``S`` that pass
+all its filters but ``node-resources-fit`` (GPU model, constraints, reservations) hold enough
+free resources for its whole gang (``G``: milli-GPU, ``C``: CPU, ``M``: memory of its
+``min_available`` tasks)::
 
     SUM_{n in S} gpu_idle(n) >= G_P  and  SUM_{n in S} cpu_free(n) >= C_P
                                      and  SUM_{n in S} mem_free(n) >= M_P
@@ -18,10 +19,11 @@ its whole gang (``G``: milli-GPU, ``C``: CPU, ``M``: memory of its ``min_availab
 That is fragmentation, not shortage: the room exists but not in any placement.
 
 **Movable jobs.** A running job ``J`` may be moved for ``P`` when it is ``preemptible`` and
-``restartable``, asks for no network domain, has run at least ``min_runtime_s`` since it last
-started, was evicted or moved fewer than ``max_evictions`` times (a move counts against the
-same disruption budget as an eviction), has priority ``<= P``'s (equal priority may move:
-the moved job restarts at once, it does not wait), and was not started or moved in this cycle.
+``restartable``, asks for no network domain and no MIG instances (a move carries GPU indices,
+not instances), has run at least ``min_runtime_s`` since it last started, was evicted or moved
+fewer than ``max_evictions`` times (a move counts against the same disruption budget as an
+eviction), has priority ``<= P``'s (equal priority may move: the moved job restarts at once,
+it does not wait), and was not started or moved in this cycle.
 
 **A move** relocates a whole job: every bound task (the gang and any elastic members) is
 stopped and started again in the same cycle, all or nothing, so a gang never runs split and
@@ -132,6 +134,7 @@ class Defrag:
             job.preemptible
             and job.restartable
             and job.topology is None
+            and not _uses_mig(job)
             and snap.running.get(job.id) is run  # not started, moved or resized this cycle
             and snap.now - run.start >= self.min_runtime_s
             and snap.evictions.get(job.id, run.evictions) < self.max_evictions
@@ -150,7 +153,7 @@ class Defrag:
             status = session.plan.pending.get(job.id)
             if status is None or status.code is not Code.UNSCHEDULABLE or not job.gpu_milli:
                 continue
-            if job.id in session.running or job.topology is not None:
+            if job.id in session.running or job.topology is not None or _uses_mig(job):
                 continue
             if free_gpu < 0:
                 free_gpu = int(session.state.gpu_idle.sum())
@@ -316,6 +319,12 @@ class Defrag:
             session.running[run.job.id] = RunningJob(run.job, now, run.evictions + 1)
             session.running_epoch += 1
             session.evicted.discard(run.job.id)
+
+
+def _uses_mig(job: Job) -> bool:
+    """Whether ``job`` asks for MIG instances (a move does not carry instances: such jobs are
+    neither moved nor defragmented for)."""
+    return any(t.shape.mig_profile for t in job.tasks)
 
 
 def _largest(gang: Sequence[Task]) -> Task:
