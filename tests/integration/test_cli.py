@@ -244,7 +244,7 @@ def test_bench_gangs_runs_every_policy_and_gang_policies_never_leave_gangs_parti
         assert row["preemption_loops"] == 0
 
 
-def test_bench_cycle_reports_one_timed_cycle_per_policy() -> None:
+def test_bench_cycle_reports_one_timed_cycle_per_policy_and_phase() -> None:
     result = gpusched(
         "bench", "cycle", "--nodes", "40", "--pending", "60", "--repeat", "1",
         "--policies", "gpusched,kube-default", "--json",
@@ -254,7 +254,23 @@ def test_bench_cycle_reports_one_timed_cycle_per_policy() -> None:
     assert payload["gpus"] == 320
     assert payload["pending"] == 60
     assert 80 <= payload["running_gpu_pct"] <= 100
-    assert [r["policy"] for r in payload["results"]] == ["gpusched", "kube-default"]
+    assert [(r["policy"], r["phase"]) for r in payload["results"]] == [
+        ("gpusched", "cold"),
+        ("gpusched", "steady"),
+        ("kube-default", "cold"),
+        ("kube-default", "steady"),
+    ]
     for r in payload["results"]:
         assert r["median_s"] > 0
+        # The steady cycle's queue is topped back up to the same size.
+        assert r["pending"] == 60
         assert 0 <= r["jobs_left_pending"] <= 60
+    cold = payload["results"][0]
+    assert cold["binds"] > 0  # a tenth of the GPUs are free: the cold cycle places work
+
+
+def test_bench_cycle_rejects_an_unknown_phase() -> None:
+    result = gpusched("bench", "cycle", "--nodes", "4", "--phases", "warm")
+    assert result.returncode != 0
+    assert "unknown phase(s) warm" in result.stderr
+    assert "cold, steady" in result.stderr

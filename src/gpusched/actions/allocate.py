@@ -7,8 +7,10 @@
 * ``backfill`` -- EASY backfill with reservations: like ``allocate``, but the first blocked job
   (by queue order) gets a :class:`~gpusched.framework.plan.Reservation` -- a start time and the
   nodes it will use, computed from run-time estimates -- and later jobs may use those nodes only
-  if they are expected to finish before the reservation starts. Every job left pending gets an
-  estimated start time (:mod:`gpusched.framework.timeline`).
+  if they are expected to finish before the reservation starts. The first job kept waiting only
+  by borrowing gets a *quota hold* instead (:class:`~gpusched.framework.timeline.QuotaHold`):
+  later jobs may borrow only if they are expected to end before it can start. Every job left
+  pending gets an estimated start time (:mod:`gpusched.framework.timeline`).
 * ``allocate-pods`` -- what the stock kube-scheduler does with a gang: each pod on its own,
   no transaction, so a gang may sit partly placed holding GPUs while the rest waits.
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 import math
 
 from gpusched.framework import Code, Session, Statement, Status
-from gpusched.framework.timeline import estimate_starts, limit_start, reserve
+from gpusched.framework.timeline import estimate_starts, limit_start, quota_hold, reserve
 from gpusched.model import QueueName, Resources
 
 __all__ = ["Allocate", "AllocateFifo", "AllocatePods", "Backfill"]
@@ -70,9 +72,12 @@ class Backfill:
             status = session.place_job(job)
             if status.ok or status.code.value == "Unresolvable":
                 continue
-            if len(session.plan.reservations) < self.reservations and (
-                session.quota_refusal(job) is None
-            ):
+            refused = session.quota_refusal(job)
+            if refused is not None:
+                if self.reservations and session.quota_hold is None:
+                    session.quota_hold = quota_hold(session, job)
+                continue
+            if len(session.plan.reservations) < self.reservations:
                 res = reserve(session, job)
                 if res is not None:
                     session.plan.reservations[job.id] = res
@@ -93,6 +98,9 @@ class Backfill:
             drains: dict[QueueName, list[tuple[float, Resources]]] = {}
             for job in waiting:
                 starts[job.id] = max(starts[job.id], limit_start(session, job, drains))
+        hold = session.quota_hold
+        if hold is not None and hold.job in starts:  # not before the pool can cover it
+            starts[hold.job] = max(starts[hold.job], hold.until)
         for job_id, res in session.plan.reservations.items():
             starts[job_id] = res.start
         session.plan.estimated_start.update({j: t for j, t in starts.items() if math.isfinite(t)})

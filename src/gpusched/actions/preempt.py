@@ -32,8 +32,10 @@ fewer than ``max_evictions`` times before (a per-job disruption budget), and not
 cycle. Then:
 
 * ``reclaim``: ``P``'s queue is within its guarantee (with ``P``), and victims belong to other
-  queues that use more than their guarantee; a victim is taken only while its queue still
-  borrows. After the reclaim ``P`` is within guarantee, so it can never be reclaimed back.
+  queues that use more than their guarantee of what ``P`` is owed -- GPUs, or, when ``P`` asks
+  for one GPU model, GPUs of that model (guarantees are per model too); a victim is taken only
+  while its queue still borrows at least what the victim holds of it. After the reclaim ``P``
+  is within guarantee, so it can never be reclaimed back.
 * ``preempt``: victims have strictly lower priority than ``P``; across queues only when ``P``
   stays within its queue's guarantee (otherwise ``P`` would be borrowing and could be reclaimed,
   which is how preemption loops start).
@@ -44,37 +46,16 @@ evicted to make room can never evict its evictor in return.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import numpy as np
 from numpy.typing import NDArray
 
+from gpusched.actions.victim_index import Victim, VictimIndex
 from gpusched.framework import Code, RunningJob, Session, Statement
-from gpusched.framework.quota import job_request
-from gpusched.model import MILLI_PER_GPU, Job, JobId, Task, TaskId
+from gpusched.model import GPU, MILLI_PER_GPU, Job, JobId, Task, TaskId, gpu_model_resource
 
 __all__ = ["Preempt", "Reclaim", "Victim", "victims_of"]
 
-Eligible = Callable[[Session, Job, RunningJob], bool]
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Victim:
-    """What one eviction frees: a whole running job, or one elastic member of it.
-
-    ``tasks`` are the bound tasks released; ``nodes`` the nodes they are on.
-    """
-
-    run: RunningJob
-    tasks: tuple[Task, ...]
-    whole: bool
-    gpu_milli: int
-    nodes: frozenset[int]
-
-    @property
-    def job(self) -> Job:
-        return self.run.job
+Mask = NDArray[np.bool_]
 
 
 def victims_of(session: Session, run: RunningJob) -> list[Victim]:
@@ -111,16 +92,15 @@ class _Evicting:
         self.min_runtime_s = min_runtime_s
         self.max_evictions = max_evictions
         self.max_attempts = max_attempts
-        self._within: tuple[JobId | None, bool] = (None, False)
 
     def wants(self, session: Session, job: Job) -> bool:
         raise NotImplementedError
 
-    def eligible(self, session: Session, job: Job, run: RunningJob) -> bool:
+    def eligible(self, session: Session, job: Job, index: VictimIndex) -> Mask:
+        """Which victims of ``index`` ``job`` may take (before :meth:`still_eligible`)."""
         raise NotImplementedError
 
     def execute(self, session: Session) -> None:
-        self._within = (None, False)  # per-preemptor memo; quota differs between cycles
         pool = [r for r in session.running.values() if self._base_eligible(session, r)]
         if not pool:
             return
@@ -129,7 +109,7 @@ class _Evicting:
         # (shapes, priority, queue) would find none either.
         failed: set[tuple[object, ...]] = set()
         attempts = 0
-        ordered: list[Victim] | None = None  # every victim of the pool, cheapest first
+        index: VictimIndex | None = None  # every victim of the pool, cheapest first
         for job in session.pending_jobs():
             if self.max_attempts is not None and attempts >= self.max_attempts:
                 break
@@ -147,20 +127,15 @@ class _Evicting:
             )
             if key in failed or not self.wants(session, job):
                 continue
-            if ordered is None:
-                ordered = self._victims(session, pool)
+            if index is None:
+                index = VictimIndex(session.state, self._victims(session, pool))
             attempts += 1
-            evicted = self._make_room(session, job, ordered)
+            evicted = self._make_room(session, job, index)
             if evicted is None:
                 failed.add(key)
                 continue
             failed.clear()
-            if any(not v.whole for v in evicted):  # jobs that shrank: their victims change
-                pool = [r for r in pool if r.job.id in session.running]
-                ordered = self._victims(session, pool)
-            else:
-                gone = {v.job.id for v in evicted}
-                ordered = [v for v in ordered if v.job.id not in gone]
+            index.remove(evicted)
 
     def cheap_check(self, session: Session, job: Job, lowest_priority: int) -> bool:
         """A quick necessary condition for ``job`` to have any victim."""
@@ -188,22 +163,13 @@ class _Evicting:
         victims.sort(key=lambda v: (v.whole, order.cost(session, v.run)))
         return victims
 
-    def _make_room(self, session: Session, job: Job, ordered: list[Victim]) -> list[Victim] | None:
+    def _make_room(self, session: Session, job: Job, index: VictimIndex) -> list[Victim] | None:
         """Evict for ``job`` and place it; the victims evicted (``None``: none found)."""
-        cache: dict[JobId, bool] = {}
-        victims = []
-        for v in ordered:
-            ok = cache.get(v.job.id)
-            if ok is None:
-                ok = cache[v.job.id] = self.eligible(session, job, v.run)
-            if ok:
-                victims.append(v)
-        if not victims:
-            return None
+        eligible = self.eligible(session, job, index) & index.alive
         free = int(session.state.gpu_idle.sum())
-        if free + sum(v.gpu_milli for v in victims if v.whole) < job.gpu_milli:
+        if free + int(index.gpu_milli[eligible & index.whole].sum()) < job.gpu_milli:
             return None
-        chosen = _search(session, job, victims, self)
+        chosen = _search(session, job, index, eligible, self)
         if chosen is None:
             return None
         reason = f"{self.reason} for {job.id}"
@@ -231,7 +197,7 @@ def _fits(session: Session, job: Job) -> bool:
     return ok
 
 
-def _set_cost(victims: list[Victim]) -> tuple[int, int, int, int]:
+def set_cost(victims: list[Victim]) -> tuple[int, int, int, int]:
     """How disruptive a victim set is: whole jobs evicted, their highest priority, GPUs freed,
     number of evictions (compared in that order, smaller is better)."""
     whole = [v for v in victims if v.whole]
@@ -240,21 +206,46 @@ def _set_cost(victims: list[Victim]) -> tuple[int, int, int, int]:
 
 
 def _search(
-    session: Session, job: Job, victims: list[Victim], evicting: _Evicting
+    session: Session, job: Job, index: VictimIndex, eligible: Mask, evicting: _Evicting
 ) -> list[Victim] | None:
     """A small, cheap set of victims whose eviction lets ``job`` fit (module docstring)."""
-    found: list[list[Victim]] = []
     gang = [t for t in job.tasks[: job.min_available] if t.id not in session.state.allocations]
-    if len(gang) == 1 and any(f.name == _FIT for f in session.profile.filters):
+    if not gang:
+        return None
+    fit_filter = any(f.name == _FIT for f in session.profile.filters)
+    if len(gang) == 1 and fit_filter:
         # One pod: only the victims on the node it lands on matter, so the node-local search
-        # over every node is complete; it checks one row of the arrays per step.
-        local = _node_local(session, job, gang[0], victims, evicting)
+        # over every node is complete.
+        local = _node_local(session, job, gang[0], index, eligible=eligible, evicting=evicting)
         if local is not None:
-            return local
-    got = _greedy(session, job, victims, evicting)
-    if got is not None:
-        found.append(got)
-    return min(found, key=_set_cost) if found else None
+            return local or None
+    elif fit_filter and not _gang_may_fit(session, job, gang, index, eligible):
+        return None
+    return _greedy(session, job, index.ordered(eligible), evicting)
+
+
+def _milli(session: Session, task: Task) -> int:
+    """The share a GPU must have free for ``task``."""
+    s = task.shape
+    return MILLI_PER_GPU if session.profile.gpu_as_integer and s.is_sharing else s.gpu_milli
+
+
+def _gang_may_fit(
+    session: Session, job: Job, gang: list[Task], index: VictimIndex, eligible: Mask
+) -> bool:
+    """Necessary condition: with every eligible victim evicted, each shape of ``gang`` has
+    room for all its pods on nodes passing the other filters (:meth:`VictimIndex.pods_bound`)."""
+    session.begin_job(job)
+    by_shape: dict[object, list[Task]] = {}
+    for task in gang:
+        by_shape.setdefault(task.shape, []).append(task)
+    for tasks in by_shape.values():
+        task = tasks[0]
+        room = index.pods_bound(session.state, task.shape, _milli(session, task), eligible)
+        room = room[session.feasible(task, skip=_FIT)]
+        if int(np.minimum(room, len(tasks)).sum()) < len(tasks):
+            return False
+    return True
 
 
 _FIT = "node-resources-fit"
@@ -325,39 +316,58 @@ def _on_node(
     return kept
 
 
+#: Nodes whose first-fit prefix is cheapest that the node-local search refines exactly.
+NODE_LOCAL_CANDIDATES = 8
+
+
 def _node_local(
-    session: Session, job: Job, task: Task, victims: list[Victim], evicting: _Evicting
+    session: Session,
+    job: Job,
+    task: Task,
+    index: VictimIndex,
+    *,
+    eligible: Mask,
+    evicting: _Evicting,
 ) -> list[Victim] | None:
     """The least disruptive set of victims on one node that lets ``task`` fit there.
 
-    Nodes must pass every filter but the resource fit (computed once); on each node with
-    victims (a gang spanning nodes is a candidate on each, freeing its pods there),
-    :func:`_on_node` checks one row of the arrays per step (``cpu``, memory and
-    ``#{g : free_g >= m} >= k``). The best set over all nodes (:func:`_set_cost`) is then
-    checked once with the profile's full placement; ``None`` if no node works or the check
-    fails (the caller falls back to the global search).
+    Nodes must pass every filter but the resource fit. :meth:`VictimIndex.first_fits` finds,
+    on every such node at once, the first-fit prefix of its eligible victims (a gang spanning
+    nodes is a candidate on each, freeing its pods there) and keeps the
+    :data:`NODE_LOCAL_CANDIDATES` nodes with the cheapest prefixes (:func:`set_cost`). Each is
+    then refined by :func:`_on_node` (per-victim eligibility, reprieve), and the cheapest sets
+    are checked in turn with the profile's full placement. Returns the first that passes, an
+    empty list when no node can host ``task`` at all (no other search can succeed), or ``None``
+    when every candidate failed the full check (the caller falls back to the global search).
     """
     session.begin_job(job)
     static = session.feasible(task, skip=_FIT)
-    on_node: dict[int, list[Victim]] = {}
-    for v in victims:
-        for node in v.nodes:
-            if static[node]:
-                on_node.setdefault(node, []).append(v)
-    best: list[Victim] | None = None
-    for node, vs in on_node.items():
-        got = _on_node(session, node, task, vs, evicting)
-        if got is not None and (best is None or _set_cost(got) < _set_cost(best)):
-            best = got
-    if best is None:
-        return None
+    candidates = index.first_fits(
+        session.state,
+        task.shape,
+        _milli(session, task),
+        eligible,
+        nodes=static,
+        limit=NODE_LOCAL_CANDIDATES,
+    )
+    if not candidates:
+        return []
+    sets = []
+    for node, victims in candidates:
+        got = _on_node(session, node, task, victims, evicting)
+        if got is not None:
+            sets.append(got)
+    sets.sort(key=set_cost)
     original = session.state
-    session.state = scratch = original.copy()
-    try:
-        scratch.release_many(t.id for v in best for t in v.tasks)
-        return best if _fits(session, job) else None
-    finally:
-        session.state = original
+    for best in sets:
+        session.state = scratch = original.copy()
+        try:
+            scratch.release_many(t.id for v in best for t in v.tasks)
+            if _fits(session, job):
+                return best
+        finally:
+            session.state = original
+    return None
 
 
 def _greedy(
@@ -418,33 +428,61 @@ class Reclaim(_Evicting):
 
     name = "reclaim"
     reason = "reclaimed guaranteed quota"
+    _resource = GPU  # what the current preemptor reclaims (set by :meth:`eligible`)
 
     def wants(self, session: Session, job: Job) -> bool:
         quota = session.quota
         return (
             quota is not None
             and job.queue in quota.tree
-            and quota.within_guarantee(job.queue, job_request(job))
+            and quota.within_guarantee(job.queue, session.request(job))
         )
 
-    def eligible(self, session: Session, job: Job, run: RunningJob) -> bool:
+    def eligible(self, session: Session, job: Job, index: VictimIndex) -> Mask:
         quota = session.quota
         assert quota is not None
-        q = run.job.queue
-        return q != job.queue and q in quota.tree and quota.borrowed(q) > 0
+        # A job bound to one GPU model is owed that model: victims are queues borrowing it.
+        models = [x for x in session.request(job) if x.startswith(f"{GPU}/")]
+        res = self._resource = models[0] if len(models) == 1 else GPU
+        names = index.queue_names
+        borrowing = np.array(
+            [q != job.queue and q in quota.tree and quota.borrowed(q, res) > 0 for q in names],
+            dtype=np.bool_,
+        )
+        return borrowing[index.queue]
 
     def still_eligible(self, session: Session, victim: Victim, taken: list[Victim]) -> bool:
-        # Take a borrower only while its queue keeps borrowing at least the victim's GPUs, so
-        # a reclaim never pushes a queue below its own guarantee.
+        # Take a borrower only while its queue keeps borrowing at least what the victim holds
+        # of the resource reclaimed (GPUs, or GPUs of the job's model), so a reclaim never
+        # pushes a queue below its own guarantee; a victim holding none of it is no help.
         quota = session.quota
         assert quota is not None
+        res = self._resource
         q = victim.job.queue
+        held = _held(session, victim, res)
+        if res != GPU and not held:
+            return False
         already = sum(
-            v.gpu_milli
+            _held(session, v, res)
             for v in taken
             if v.job.queue == q and not (victim.whole and v.job.id == victim.job.id)
         )
-        return quota.borrowed(q) - already >= victim.gpu_milli
+        return quota.borrowed(q, res) - already >= held
+
+
+def _held(session: Session, victim: Victim, resource: str) -> int:
+    """GPU milli ``victim`` holds of ``resource`` (``gpu``, or ``gpu/<model>``: on nodes of
+    that model)."""
+    if resource == GPU:
+        return victim.gpu_milli
+    allocations = session.state.allocations
+    models = session.state.node_models
+    total = 0
+    for task in victim.tasks:
+        a = allocations.get(task.id)
+        if a is not None and gpu_model_resource(models[a.node]) == resource:
+            total += task.shape.total_gpu_milli
+    return total
 
 
 class Preempt(_Evicting):
@@ -459,11 +497,10 @@ class Preempt(_Evicting):
     def wants(self, session: Session, job: Job) -> bool:
         return session.quota_refusal(job) is None
 
-    def eligible(self, session: Session, job: Job, run: RunningJob) -> bool:
-        if run.job.priority >= job.priority:
-            return False
-        if run.job.queue == job.queue or session.quota is None:
-            return True
-        if self._within[0] != job.id:  # constant for one preemptor: computed once
-            self._within = (job.id, session.quota.within_guarantee(job.queue, job_request(job)))
-        return self._within[1]
+    def eligible(self, session: Session, job: Job, index: VictimIndex) -> Mask:
+        lower = index.priority < job.priority
+        quota = session.quota
+        if quota is None or quota.within_guarantee(job.queue, session.request(job)):
+            return lower
+        own = np.array([q == job.queue for q in index.queue_names], dtype=np.bool_)
+        return lower & own[index.queue]

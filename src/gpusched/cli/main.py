@@ -41,7 +41,7 @@ from gpusched.report.html import BENCH_HEADERS, bench_report, bench_rows, simula
 from gpusched.scheduler import BEST_POLICY, DEFAULT_COMPARISON, POLICIES, policy_spec, schedule
 from gpusched.scheduler.explain import Explanation, explain_job
 from gpusched.sim.bench import run_bench
-from gpusched.sim.cycle_bench import build_cycle_setup, time_cycle
+from gpusched.sim.cycle_bench import PHASES, build_cycle_setup, time_cycle
 from gpusched.sim.gang_bench import GANG_POLICIES, gang_specs, run_gang_bench
 from gpusched.sim.runs import SimRun, prepare, simulate
 from gpusched.workloads import WorkloadParams, default_cluster, generate_workload
@@ -108,7 +108,6 @@ _ROWS: tuple[tuple[str, str, str], ...] = (
     ("partially_placed_gangs_max", "gangs partly placed (max at once)", "{:,}"),
     ("idle_gpu_hours_held_by_partial_gangs", "GPU-hours held by partial gangs", "{:,.1f}"),
     ("preemptions", "preemptions", "{:,}"),
-    ("defrag_moves", "defragmentation moves", "{:,}"),
     ("defrag_moves", "defragmentation moves", "{:,}"),
     ("seconds", "simulation wall time", "{:.2f} s"),
 )
@@ -455,17 +454,34 @@ def bench_cycle(
     with_queues: Annotated[
         bool, typer.Option(help="Use the built-in teams' queues (scaled to the cluster).")
     ] = True,
+    phases: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated cycles to time: cold (every pending job new, a tenth of the "
+            "GPUs free), steady (the next cycle: plan applied, queue topped up)."
+        ),
+    ] = "cold,steady",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Time one full scheduling cycle on a large busy cluster (median of --repeat)."""
     specs = [policy_spec(p.strip()) for p in policies.split(",") if p.strip()]
+    chosen = [p.strip() for p in phases.split(",") if p.strip()]
+    unknown = sorted(set(chosen) - set(PHASES))
+    if unknown or not chosen:
+        raise typer.BadParameter(
+            f"unknown phase(s) {', '.join(unknown) or '(none given)'}; choose from "
+            f"{', '.join(PHASES)}",
+            param_hint="--phases",
+        )
     if not as_json:
         out.print(f"building {nodes:,} nodes filled to {fill:.0%} with {pending:,} pending ...")
     setup = build_cycle_setup(nodes, pending, fill=fill, seed=seed, queues=with_queues)
-    results = time_cycle(setup, specs, repeat)
+    results = time_cycle(setup, specs, repeat, chosen)
     rows = [
         {
             "policy": r.policy,
+            "phase": r.phase,
+            "pending": r.pending,
             "median_s": round(r.median_s, 3),
             "seconds": [round(x, 3) for x in r.seconds],
             "binds": r.binds,
@@ -490,11 +506,14 @@ def bench_cycle(
         f"{len(setup.snapshot.running):,} running jobs), {len(setup.snapshot.pending):,} pending"
     )
     table = Table(title_justify="left")
-    for col in ("policy", "cycle (median)", "all runs", "binds", "evictions", "left pending"):
-        table.add_column(col, justify="left" if col == "policy" else "right")
+    cols = ("policy", "cycle", "pending", "cycle (median)", "all runs", "binds", "evictions")
+    for col in (*cols, "left pending"):
+        table.add_column(col, justify="left" if col in {"policy", "cycle"} else "right")
     for row in rows:
         table.add_row(
             str(row["policy"]),
+            str(row["phase"]),
+            f"{row['pending']:,}",
             f"{row['median_s']:.3f} s",
             " ".join(f"{x:.3f}" for x in row["seconds"]),  # type: ignore[attr-defined]
             f"{row['binds']:,}",

@@ -49,33 +49,39 @@ __all__ = ["QuotaBook", "job_request"]
 
 
 def job_request(
-    job: Job, models: Iterable[str] = (), tasks: Sequence[Task] | None = None
+    job: Job, models: Sequence[str] = (), tasks: Sequence[Task] | None = None
 ) -> Resources:
     """What ``tasks`` of ``job`` are charged (default: the gang, its ``min_available`` tasks;
     a running job is charged for every task it holds, elastic members included). ``models``:
     where each task landed, when known."""
     gpu = cpu = mem = 0
     per_model: dict[str, int] = {}
-    landed = list(models)
+    landed = len(models)
     for i, task in enumerate(job.tasks[: job.min_available] if tasks is None else tasks):
         s = task.shape
         g = s.total_gpu_milli  # MIG instances in GPU-equivalents (model.mig.mig_milli)
         gpu += g
         cpu += s.cpu_milli
         mem += s.memory_mib
-        if g and i < len(landed) and landed[i]:
-            key = gpu_model_resource(landed[i])
-            per_model[key] = per_model.get(key, 0) + g
-        elif g and len(s.gpu_models) == 1:
+        if not g:
+            continue
+        if i < landed and models[i]:
+            key = gpu_model_resource(models[i])
+        elif len(s.gpu_models) == 1:
             key = gpu_model_resource(next(iter(s.gpu_models)))
-            per_model[key] = per_model.get(key, 0) + g
-    return Resources({GPU: gpu, CPU: cpu, MEMORY: mem, **per_model})
+        else:
+            continue
+        per_model[key] = per_model.get(key, 0) + g
+    per_model[GPU] = gpu
+    per_model[CPU] = cpu
+    per_model[MEMORY] = mem
+    return Resources(per_model)
 
 
 class QuotaBook:
     """Usage of every queue during one cycle, updated as jobs are placed or evicted."""
 
-    __slots__ = ("capacity", "history", "tree", "usage")
+    __slots__ = ("capacity", "history", "relevant", "tree", "usage", "version")
 
     def __init__(
         self,
@@ -95,24 +101,50 @@ class QuotaBook:
             cap[gpu_model_resource(model)] = int(state.gpu_cap[state.model_id == i].sum())
         self.capacity = Resources(cap)
         self.usage: dict[QueueName, Resources] = {q.name: Resources() for q in tree}
-        for queue, req in charges:
-            self.charge(queue, req)
+        #: Resources any queue names in a guarantee, limit or lending limit (and ``gpu``):
+        #: the only components of a request the answers below depend on.
+        self.relevant: frozenset[str] = frozenset(
+            {GPU}
+            | {
+                x
+                for q in tree
+                for bound in (q.guaranteed, q.limit, q.lending_limit)
+                if bound is not None
+                for x in bound
+            }
+        )
+        #: Bumped on every charge and refund: answers about usage keyed on it stay valid.
+        self.version = 0
+        totals: dict[QueueName, dict[str, int]] = {}
+        for queue, req in charges:  # summed per queue first: one vector add per queue
+            acc = totals.setdefault(queue, {})
+            for x, v in req.items():
+                acc[x] = acc.get(x, 0) + v
+        for queue, acc in totals.items():
+            self.charge(queue, Resources(acc))
 
     # -- changes ---------------------------------------------------------------------------
 
     def charge(self, queue: QueueName, req: Resources) -> None:
         if queue not in self.tree:
             return
+        self.version += 1
         for q in self.tree.path(queue):
             self.usage[q] = self.usage[q] + req
 
     def refund(self, queue: QueueName, req: Resources) -> None:
         if queue not in self.tree:
             return
+        self.version += 1
         for q in self.tree.path(queue):
             self.usage[q] = self.usage[q] - req
 
     # -- questions -------------------------------------------------------------------------
+
+    def key(self, req: Resources) -> tuple[tuple[str, int], ...]:
+        """``req`` reduced to the components that matter here (:attr:`relevant`): two
+        requests with the same key get the same answer from every question below."""
+        return tuple(sorted((x, v) for x, v in req.items() if v and x in self.relevant))
 
     def limiting_queue(self, queue: QueueName, req: Resources) -> QueueName | None:
         """The first queue on ``queue``'s path whose limit ``req`` would break, or ``None``."""

@@ -31,9 +31,10 @@ from gpusched.framework.plan import Bind, Eviction, Plan
 from gpusched.framework.profile import Profile, TieBreak
 from gpusched.framework.quota import QuotaBook, job_request
 from gpusched.framework.sharing import variants
-from gpusched.framework.state import ClusterState
+from gpusched.framework.state import ClusterState, ReleaseRows
 from gpusched.framework.statement import Statement
 from gpusched.framework.status import Code, Status
+from gpusched.framework.timeline import QuotaHold
 from gpusched.model import (
     MILLI_PER_GPU,
     Job,
@@ -146,6 +147,8 @@ class Session:
         "_current_job",
         "_end_estimate",
         "_failed",
+        "_refusals",
+        "_requests",
         "blocked_nodes",
         "ctx",
         "default_runtime",
@@ -155,6 +158,8 @@ class Session:
         "plan",
         "profile",
         "quota",
+        "quota_hold",
+        "release_rows",
         "restrict",
         "running",
         "running_epoch",
@@ -173,6 +178,10 @@ class Session:
         self._failed: dict[tuple[object, ...], Status] = {}
         self.running: RunningOverlay = RunningOverlay(snapshot.running)
         self.evicted: set[JobId] = set()
+        # Quota answers per (queue, quota-relevant request, preemptible), valid while the
+        # usage version they were computed at holds; gang requests per job.
+        self._refusals: dict[tuple[object, ...], tuple[int, Status | None]] = {}
+        self._requests: dict[JobId, Resources] = {}
         self.quota: QuotaBook | None = None
         if snapshot.queues is not None:
             self.quota = QuotaBook(
@@ -193,6 +202,9 @@ class Session:
         self.end_of: dict[JobId, float] = {}
         # Nodes the gang being placed is confined to (its network domain), or None.
         self.restrict: np.ndarray | None = None
+        self.release_rows: ReleaseRows | None = None
+        # Borrowable quota held for a job that waits only for borrowing (timeline.QuotaHold).
+        self.quota_hold: QuotaHold | None = None
 
     # -- placing ---------------------------------------------------------------------------
 
@@ -507,17 +519,24 @@ class Session:
     def charge_of(self, job: Job, tasks: Sequence[Task] | None = None) -> Resources:
         """The quota charge of ``job``'s bound tasks (or of ``tasks``, bound ones), with the
         GPU models they landed on: gang and elastic members alike."""
-        state = self.state
+        allocations = self.state.allocations
+        model_of = self.state.node_models
         models: list[str] = []
         held: list[Task] = []
         for task in job.tasks if tasks is None else tasks:
-            alloc = state.allocations.get(task.id)
+            alloc = allocations.get(task.id)
             if alloc is None:
                 continue
-            mid = int(state.model_id[alloc.node])
-            models.append(state.models[mid] if mid >= 0 else "")
+            models.append(model_of[alloc.node])
             held.append(task)
         return job_request(job, models, held)
+
+    def request(self, job: Job) -> Resources:
+        """``job_request(job)`` (what the gang is charged before it lands), once per cycle."""
+        req = self._requests.get(job.id)
+        if req is None:
+            req = self._requests[job.id] = job_request(job)
+        return req
 
     def quota_refusal(self, job: Job) -> Status | None:
         """Why the queues keep ``job`` waiting right now, or ``None``."""
@@ -532,12 +551,35 @@ class Session:
                     f"known: {', '.join(q.name for q in quota.tree)}",
                 ),
             )
-        req = job_request(job)
+        req = self.request(job)
+        key = (job.queue, quota.key(req), job.preemptible)
+        known = self._refusals.get(key)
+        if known is not None and known[0] == quota.version:
+            return known[1]
         never = quota.never_fits(job.queue, req)
         if never is not None:
-            return Status(Code.UNRESOLVABLE, (never,))
-        problem = self._quota_problem(job.queue, req, lent=job.preemptible)
-        return None if problem is None else Status(Code.UNSCHEDULABLE, (problem,))
+            refused: Status | None = Status(Code.UNRESOLVABLE, (never,))
+        else:
+            problem = self._quota_problem(job.queue, req, lent=job.preemptible)
+            refused = None if problem is None else Status(Code.UNSCHEDULABLE, (problem,))
+        self._refusals[key] = (quota.version, refused)
+        hold = self.quota_hold
+        if (
+            refused is None
+            and hold is not None
+            and hold.job != job.id
+            and not quota.within_guarantee(job.queue, req)
+            and self.snapshot.now + self.runtime_estimate(job) > hold.until
+        ):
+            return Status(
+                Code.UNSCHEDULABLE,
+                (
+                    f"it would borrow quota held for {hold.job}, which needs "
+                    f"{hold.short / 1000:g} more borrowable GPUs (expected by t={hold.until:.0f} "
+                    "s); a job may borrow meanwhile only if it ends by then",
+                ),
+            )
+        return refused
 
     def _quota_problem(
         self, queue: QueueName, req: Resources, *, borrow: bool = True, lent: bool = True
@@ -585,6 +627,8 @@ class Session:
             self.quota.refund(run.job.queue, self.charge_of(run.job, [by_id[t] for t in tasks]))
         for task_id in tasks:
             self.state.release(task_id)
+        if self.release_rows is not None:
+            self.release_rows.block.pop(job_id, None)
         self._failed.clear()
         self.plan.evictions.append(Eviction(job_id, for_job, reason, tuple(tasks)))
 

@@ -64,6 +64,7 @@ __all__ = [
     "AllocationMap",
     "ClusterState",
     "ReleaseBatch",
+    "ReleaseRows",
     "VersionClock",
     "shape_class",
 ]
@@ -241,10 +242,10 @@ class ReleaseBatch:
 
     Entry ``i`` is one task (node, CPU, memory, shape class); its GPUs are entries
     ``gpu_offset[i] .. gpu_offset[i + 1]`` of ``gpu_slot`` (``node * G + g``) and ``gpu_milli``.
+    Entries holding MIG instances are listed by :meth:`mig_entries`.
     """
 
     __slots__ = (
-        "_allocations",
         "_mig",
         "cpu",
         "gpu_milli",
@@ -253,35 +254,99 @@ class ReleaseBatch:
         "mem",
         "node",
         "shape",
+        "width",
     )
 
     def __init__(self, allocations: Sequence[Allocation], gpu_slots: int) -> None:
-        self._allocations = allocations
-        self._mig: list[tuple[int, Allocation]] | None = None
-        count = len(allocations)
-        self.node = np.fromiter((a.node for a in allocations), dtype=np.int64, count=count)
-        self.cpu = np.fromiter((a.cpu_milli for a in allocations), dtype=np.int64, count=count)
-        self.mem = np.fromiter((a.memory_mib for a in allocations), dtype=np.int64, count=count)
-        self.shape = np.fromiter(
-            (shape_class(len(a.gpus), a.gpu_milli) for a in allocations),
-            dtype=np.int64,
-            count=count,
-        )
-        widths = np.fromiter((len(a.gpus) for a in allocations), dtype=np.int64, count=count)
-        self.gpu_offset = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
-        self.gpu_slot = np.fromiter(
-            (a.node * gpu_slots + g for a in allocations for g in a.gpus), dtype=np.int64
-        )
-        self.gpu_milli = np.fromiter(
-            (a.gpu_milli for a in allocations for _ in a.gpus), dtype=np.int64
-        )
+        node: list[int] = []
+        cpu: list[int] = []
+        mem: list[int] = []
+        shape: list[int] = []
+        width: list[int] = []
+        slot: list[int] = []
+        milli: list[int] = []
+        self._mig: list[tuple[int, Allocation]] = []
+        for i, a in enumerate(allocations):  # one pass to plain lists; arrays made at the end
+            if a.mig:
+                self._mig.append((i, a))
+            n, k, m = a.node, len(a.gpus), a.gpu_milli
+            node.append(n)
+            cpu.append(a.cpu_milli)
+            mem.append(a.memory_mib)
+            shape.append(shape_class(k, m))
+            width.append(k)
+            base = n * gpu_slots
+            for g in a.gpus:
+                slot.append(base + g)
+                milli.append(m)
+        self.node: I64 = np.asarray(node, dtype=np.int64)
+        self.cpu: I64 = np.asarray(cpu, dtype=np.int64)
+        self.mem: I64 = np.asarray(mem, dtype=np.int64)
+        self.shape: I64 = np.asarray(shape, dtype=np.int64)
+        self.width: I64 = np.asarray(width, dtype=np.int64)
+        self.gpu_offset: I64 = np.concatenate([[0], np.cumsum(self.width)]).astype(np.int64)
+        self.gpu_slot: I64 = np.asarray(slot, dtype=np.int64)
+        self.gpu_milli: I64 = np.asarray(milli, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.node)
 
     def mig_entries(self) -> list[tuple[int, Allocation]]:
-        """``(entry, allocation)`` of the allocations holding MIG instances (built on first
-        use: only states with MIG GPUs ask)."""
-        if self._mig is None:
-            self._mig = [(i, a) for i, a in enumerate(self._allocations) if a.mig]
+        """``(entry, allocation)`` of each entry holding MIG instances, by entry."""
         return self._mig
+
+    def extended(self, other: ReleaseBatch) -> ReleaseBatch:
+        """This batch followed by ``other``."""
+        out = ReleaseBatch((), 0)
+        out._mig = [*self._mig, *((i + len(self), a) for i, a in other._mig)]
+        for name in ("node", "cpu", "mem", "shape", "width", "gpu_slot", "gpu_milli"):
+            setattr(out, name, np.concatenate([getattr(self, name), getattr(other, name)]))
+        out.gpu_offset = np.concatenate([[0], np.cumsum(out.width)]).astype(np.int64)
+        return out
+
+    def blocks(self, starts: I64, counts: I64) -> ReleaseBatch:
+        """The entries ``starts[j] .. starts[j] + counts[j]`` for each ``j`` in turn."""
+        entries = _ranges(starts, counts)
+        out = ReleaseBatch((), 0)
+        for name in ("node", "cpu", "mem", "shape", "width"):
+            setattr(out, name, getattr(self, name)[entries])
+        gpus = _ranges(self.gpu_offset[entries], out.width)
+        out.gpu_slot = self.gpu_slot[gpus]
+        out.gpu_milli = self.gpu_milli[gpus]
+        out.gpu_offset = np.concatenate([[0], np.cumsum(out.width)]).astype(np.int64)
+        if self._mig:
+            where: dict[int, list[int]] = {}
+            for pos, entry in enumerate(entries.tolist()):
+                where.setdefault(entry, []).append(pos)
+            out._mig = sorted((p, a) for i, a in self._mig for p in where.get(i, ()))
+        return out
+
+
+class ReleaseRows:
+    """Running jobs' allocations as one flat :class:`ReleaseBatch`, a block of entries per job
+    (what reservations release, :mod:`~gpusched.framework.timeline`), kept for one cycle.
+
+    ``block[j] = (run, start, count)``: valid while ``run`` is still the job's running record
+    (a job evicted and placed again gets a new one) and no elastic member of it was evicted
+    (:meth:`~gpusched.framework.session.Session.evict_members` drops the block).
+    """
+
+    __slots__ = ("batch", "block")
+
+    def __init__(self, gpu_slots: int) -> None:
+        self.batch = ReleaseBatch((), gpu_slots)
+        self.block: dict[JobId, tuple[object, int, int]] = {}
+
+
+def _ranges(starts: I64, counts: I64) -> I64:
+    """``concat(arange(s, s + c) for s, c in zip(starts, counts))`` without a Python loop."""
+    total = int(counts.sum())
+    if not total:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(counts)
+    shift = np.repeat(starts - (ends - counts), counts)
+    out: I64 = np.arange(total, dtype=np.int64) + shift
+    return out
 
 
 class ClusterState:
@@ -489,6 +554,18 @@ class ClusterState:
         only on the node list (never on free resources)."""
         return self._layout.cache
 
+    @property
+    def node_models(self) -> list[str]:
+        """GPU model name of each node (``""`` for a CPU-only node), as a plain list for
+        per-task lookups in Python loops."""
+        key = "node-models"
+        cache = self._layout.cache
+        names = cache.get(key)
+        if names is None:
+            names = cache[key] = [self.models[m] if m >= 0 else "" for m in self.model_id.tolist()]
+        assert isinstance(names, list)
+        return names
+
     def model_mask(self, models: frozenset[GpuModel]) -> NDArray[np.bool_]:
         """Nodes whose GPU model is one of ``models`` (all GPU nodes when empty)."""
         key = ("model-mask", models)
@@ -611,16 +688,6 @@ class ClusterState:
         allocations[task.id] = alloc
         return alloc
 
-    def _pin_numa(self, task: Task, node: int, gpus: tuple[int, ...]) -> None:
-        """Take a NUMA-local task's CPUs from the NUMA nodes of ``gpus``
-        (:mod:`gpusched.framework.numa`); raises if they do not fit."""
-        topo = self.nodes[node].topology
-        who = f"task {task.id} (numa_local_cpus)"
-        if topo is None:
-            raise InvariantError(f"{who}: node {self.names[node]} has no NUMA topology")
-        split = topo.numa_split(gpus, task.shape.cpu_milli)
-        self.numa.pin(task.id, node, split, who=f"{who} on {self.names[node]}")
-
     def _allocate_mig(self, task: Task, node: int, mig: tuple[MigSlice, ...] | None) -> Allocation:
         shape = task.shape
         allocations = self._own_allocations()
@@ -651,6 +718,16 @@ class ClusterState:
         )
         allocations[task.id] = alloc
         return alloc
+
+    def _pin_numa(self, task: Task, node: int, gpus: tuple[int, ...]) -> None:
+        """Take a NUMA-local task's CPUs from the NUMA nodes of ``gpus``
+        (:mod:`gpusched.framework.numa`); raises if they do not fit."""
+        topo = self.nodes[node].topology
+        who = f"task {task.id} (numa_local_cpus)"
+        if topo is None:
+            raise InvariantError(f"{who}: node {self.names[node]} has no NUMA topology")
+        split = topo.numa_split(gpus, task.shape.cpu_milli)
+        self.numa.pin(task.id, node, split, who=f"{who} on {self.names[node]}")
 
     def free_batch(self, batch: ReleaseBatch, count: int) -> None:
         """Return the resources of the first ``count`` entries of ``batch`` to the free arrays,

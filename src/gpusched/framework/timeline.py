@@ -15,6 +15,20 @@ the reservation's start, and the nodes it would use are held (EASY backfill).
 
 This ignores packing (a job may need a specific node shape), so it is an estimate, labelled as
 such wherever it is shown; the head-of-line job's reservation is exact under the estimates.
+
+**Quota hold (for the head-of-line job blocked by borrowing).** A job whose queue is within
+its limits but that needs ``b`` GPU-milli beyond its guarantees while only ``B < b`` can be
+borrowed (:mod:`~gpusched.framework.quota`) is not helped by holding nodes: every smaller job
+that borrows takes from the same pool as capacity frees, and a large job could wait forever.
+So the first such job in queue order holds the pool, EASY-style, in GPU-milli instead of
+nodes: with the running jobs in order of expected end ``e_1 <= e_2 <= ...`` holding ``g_i``,
+its quota start is the fluid estimate::
+
+    T_q = min { e_k : SUM_{i <= k} g_i >= b - B }
+
+and until it starts, another job may *borrow* (go beyond its own queue's guarantee) only if
+it is expected to end by ``T_q`` (``now + estimate <= T_q``). Jobs within their guarantee are
+never held back: the hold only keeps others from draining the pool the head job waits for.
 """
 
 from __future__ import annotations
@@ -23,21 +37,58 @@ import bisect
 import heapq
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from gpusched.framework.domains import patience_s
 from gpusched.framework.plan import Reservation
-from gpusched.framework.quota import job_request
-from gpusched.framework.state import Allocation, ReleaseBatch
+from gpusched.framework.state import Allocation, ReleaseBatch, ReleaseRows
 from gpusched.framework.statement import Statement
 from gpusched.model import Job, JobId, NodeName, QueueName, Resources
 
 if TYPE_CHECKING:
     from gpusched.framework.session import Session
 
-__all__ = ["estimate_starts", "expected_ends", "limit_start", "reserve"]
+__all__ = ["QuotaHold", "estimate_starts", "expected_ends", "limit_start", "quota_hold", "reserve"]
 
 _OVERRUN = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaHold:
+    """The borrowable quota held for ``job`` until ``until`` (module docstring): it needs
+    ``short`` GPU-milli more than can be borrowed now."""
+
+    job: JobId
+    until: float
+    short: int
+
+
+def quota_hold(session: Session, job: Job) -> QuotaHold | None:
+    """A hold for ``job`` if only borrowing keeps it waiting (within its queues' limits, more
+    beyond its guarantees than can be borrowed now), else ``None``; ``None`` too when no
+    running job's end would make up the shortfall."""
+    quota = session.quota
+    if quota is None or job.queue not in quota.tree:
+        return None
+    req = session.request(job)
+    if quota.over_limit(job.queue, req) is not None or quota.within_guarantee(job.queue, req):
+        return None
+    short = quota.beyond_guarantee(job.queue, req) - max(
+        quota.borrowable(job.queue, lent=job.preemptible), 0
+    )
+    if short <= 0:
+        return None
+    freed = 0
+    for end, job_id in expected_ends(session):
+        freed += session.running[job_id].job.gpu_milli
+        if freed >= short:
+            return QuotaHold(job.id, end, short)
+    return None
+
+
 #: Sorts after every job id (for bisecting ``(end, job)`` pairs by end alone).
 _LAST_ID = JobId("\U0010ffff")
 
@@ -169,24 +220,41 @@ def _search(
 
 def _releases(session: Session, ends: list[tuple[float, JobId]]) -> tuple[ReleaseBatch, list[int]]:
     """The running jobs' allocations in order of expected end, and for each number of
-    releases ``p`` the number of batch entries they cover (``offsets[p]``)."""
+    releases ``p`` the number of batch entries they cover (``offsets[p]``).
+
+    Each job's allocations are laid out once per cycle (:class:`ReleaseRows`); later calls
+    only gather the blocks in the new order."""
+    rows = session.release_rows
+    if rows is None:
+        rows = session.release_rows = ReleaseRows(session.state.gpu_slots)
     allocations = session.state.allocations
-    allocs: list[Allocation] = []
-    offsets = [0]
+    block = rows.block
+    start = len(rows.batch)
+    fresh: list[Allocation] = []
     for _, job_id in ends:
-        allocs.extend(a for t in session.running[job_id].job.tasks if (a := allocations.get(t.id)))
-        offsets.append(len(allocs))
-    return ReleaseBatch(allocs, session.state.gpu_slots), offsets
+        run = session.running[job_id]
+        known = block.get(job_id)
+        if known is None or known[0] is not run:
+            got = [a for t in run.job.tasks if (a := allocations.get(t.id)) is not None]
+            block[job_id] = (run, start + len(fresh), len(got))
+            fresh.extend(got)
+    if fresh:
+        rows.batch = rows.batch.extended(ReleaseBatch(fresh, session.state.gpu_slots))
+    spans = np.array([block[j][1:] for _, j in ends], dtype=np.int64).reshape(-1, 2)
+    offsets: list[int] = np.concatenate([[0], np.cumsum(spans[:, 1])]).tolist()
+    return rows.batch.blocks(spans[:, 0], spans[:, 1]), offsets
 
 
 def estimate_starts(session: Session, jobs: Iterable[Job]) -> dict[JobId, float]:
     """Fluid start-time estimates for ``jobs`` in the given order (see module docstring)."""
     now = session.snapshot.now
     state = session.state
-    releases: list[tuple[float, int, int]] = []
-    for end, job_id in expected_ends(session):
-        job = session.running[job_id].job
-        heapq.heappush(releases, (end, job.gpu_milli, job.cpu_milli))
+    running = session.running
+    # Already in order of end: a sorted list is a heap.
+    releases = [
+        (end, (j := running[job_id].job).gpu_milli, j.cpu_milli)
+        for end, job_id in expected_ends(session)
+    ]
     free_gpu = int(state.gpu_idle.sum())
     free_cpu = int(state.cpu_free.sum())
     out: dict[JobId, float] = {}
@@ -222,7 +290,7 @@ def limit_start(
     now = session.snapshot.now
     if quota is None:
         return now
-    req = job_request(job)
+    req = session.request(job)
     limiting = quota.limiting_queue(job.queue, req)
     if limiting is None:
         return now
