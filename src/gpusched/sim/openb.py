@@ -13,6 +13,13 @@ For one seed:
 KPI: the allocation rate ``placed / capacity`` when the arrived load first reaches ``p`` percent
 of capacity, for ``p = 0..130`` (the paper quotes ``p = 100``), and the cluster fragmentation
 (FGD's measure, :mod:`gpusched.plugins.fragmentation`) as a share of capacity at the same points.
+
+**Through sharing by memory** (:func:`as_memory_requests`): the trace gives no GPU memory, so
+every GPU gets ``M = 16,000`` MiB (no driver reserve) and every sharing pod asks ``gpu_memory =
+gpu_milli * M / 1000`` MiB, keeping its ``gpu_milli`` as the nominal share. On every node
+``ceil(1000 * gpu_memory / M) = gpu_milli`` exactly, so the experiment is the same while each
+sharing pod goes through :mod:`gpusched.framework.sharing` (variants) and GPU memory is
+accounted per GPU.
 """
 
 from __future__ import annotations
@@ -32,11 +39,13 @@ from gpusched.plugins.fragmentation import TargetWorkload, cluster_fragmentation
 from gpusched.scheduler import build_profile
 from gpusched.sim.engine import SimOptions, Simulation
 
-__all__ = ["OPENB_POINTS", "OpenbRun", "openb_order", "run_openb"]
+__all__ = ["OPENB_POINTS", "OpenbRun", "as_memory_requests", "openb_order", "run_openb"]
 
 #: Arrived-load percentages at which curves are recorded.
 OPENB_POINTS = 131
 _FRAG_EVERY = 5
+#: GPU memory given to every openb GPU by :func:`as_memory_requests` (MiB; 16 per milli-GPU).
+OPENB_GPU_MEMORY_MIB = 16_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,3 +180,28 @@ def run_openb(
 
 def with_policy_name(run: OpenbRun, name: str) -> OpenbRun:
     return replace(run, policy=name)
+
+
+def as_memory_requests(
+    nodes: Sequence[Node], jobs: Sequence[Job], gpu_memory_mib: int = OPENB_GPU_MEMORY_MIB
+) -> tuple[list[Node], list[Job]]:
+    """The trace with GPU memory, sharing pods asking by memory (module docstring).
+
+    ``gpu_memory_mib`` must be a multiple of 1000 MiB so that every share converts exactly.
+    """
+    if gpu_memory_mib <= 0 or gpu_memory_mib % 1000:
+        raise ValueError(f"gpu_memory_mib: got {gpu_memory_mib}; expected a multiple of 1000")
+    per_milli = gpu_memory_mib // 1000
+    out_nodes = [
+        replace(n, gpus=tuple(replace(g, memory_mib=gpu_memory_mib) for g in n.gpus)) for n in nodes
+    ]
+    out_jobs = []
+    for job in jobs:
+        tasks = tuple(
+            replace(t, shape=replace(t.shape, gpu_memory_mib=t.shape.gpu_milli * per_milli))
+            if t.shape.is_sharing
+            else t
+            for t in job.tasks
+        )
+        out_jobs.append(replace(job, tasks=tasks))
+    return out_nodes, out_jobs
