@@ -46,6 +46,8 @@ evicted to make room can never evict its evictor in return.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -219,8 +221,12 @@ def _search(
         local = _node_local(session, job, gang[0], index, eligible=eligible, evicting=evicting)
         if local is not None:
             return local or None
-    elif fit_filter and not _gang_may_fit(session, job, gang, index, eligible):
-        return None
+    elif fit_filter:
+        if not _gang_may_fit(session, job, gang, index, eligible):
+            return None
+        local = _gang_node_local(session, job, gang, index, eligible=eligible, evicting=evicting)
+        if local is not None:
+            return local
     return _greedy(session, job, index.ordered(eligible), evicting)
 
 
@@ -288,14 +294,21 @@ class _Row:
 
 
 def _on_node(
-    session: Session, node: int, task: Task, victims: list[Victim], evicting: _Evicting
+    session: Session,
+    node: int,
+    task: Task,
+    victims: list[Victim],
+    evicting: _Evicting,
+    *,
+    prior: Sequence[Victim] = (),
 ) -> list[Victim] | None:
     """Victims on ``node`` taken in order until ``task`` fits there, then reprieved (most GPUs
-    first) where it fits without them; ``None`` if it never fits."""
+    first) where it fits without them; ``None`` if it never fits. ``prior``: victims already
+    taken for the same preemptor elsewhere (they count against per-queue budgets)."""
     row = _Row(session, node, task)
     taken: list[Victim] = []
     for v in victims:
-        if not evicting.still_eligible(session, v, taken):
+        if not evicting.still_eligible(session, v, [*prior, *taken]):
             continue
         if v.whole:  # a whole job subsumes its members taken before
             for t in [t for t in taken if t.job.id == v.job.id]:
@@ -368,6 +381,77 @@ def _node_local(
         finally:
             session.state = original
     return None
+
+
+def _gang_node_local(
+    session: Session,
+    job: Job,
+    gang: list[Task],
+    index: VictimIndex,
+    *,
+    eligible: Mask,
+    evicting: _Evicting,
+) -> list[Victim] | None:
+    """Gangs, pod by pod on a scratch state: a pod that fits somewhere now is placed with the
+    profile's placement; otherwise it takes the least disruptive victims on one node, as a
+    one-pod preemptor would (:func:`_node_local`, on the state the pods before it left), and is
+    placed there. The union of the victims is the answer if the whole gang then fits with the
+    profile's full placement; ``None`` otherwise (the caller falls back to the global search).
+
+    This keeps a gang's victims on few nodes: the global search takes the cheapest victims
+    wherever they are, which for a gang of whole nodes can exhaust a borrower's budget on
+    scattered small jobs without ever freeing a node.
+    """
+    original = session.state
+    scratch = original.copy()
+    session.state = scratch
+    open_ = eligible.copy()
+    taken: list[Victim] = []
+    try:
+        session.begin_job(job)
+        stmt = Statement(scratch)
+        for task in gang:
+            if session.place_task(task, stmt, explain=False).ok:
+                continue
+            candidates = index.first_fits(
+                scratch,
+                task.shape,
+                _milli(session, task),
+                open_,
+                nodes=session.feasible(task, skip=_FIT),
+                limit=NODE_LOCAL_CANDIDATES,
+            )
+            best: list[Victim] | None = None
+            where = -1
+            for node, victims in candidates:
+                got = _on_node(session, node, task, victims, evicting, prior=taken)
+                if got is not None and (best is None or set_cost(got) < set_cost(best)):
+                    best, where = got, node
+            if best is None:
+                return None
+            for v in best:
+                open_[index.rank(v)] = False
+                if v.whole:
+                    open_[index.ranks_of(v.job.id)] = False
+            scratch.release_many(t.id for v in best for t in v.tasks if t.id in scratch.allocations)
+            taken.extend(best)
+            only = np.zeros(scratch.size, dtype=np.bool_)
+            only[where] = True
+            session.restrict = only
+            try:
+                if not session.place_task(task, stmt, explain=False).ok:
+                    return None
+            finally:
+                session.restrict = None
+    finally:
+        session.state = original
+    check = original.copy()
+    session.state = check
+    try:
+        check.release_many(t.id for v in taken for t in v.tasks if t.id in check.allocations)
+        return taken if _fits(session, job) else None
+    finally:
+        session.state = original
 
 
 def _greedy(

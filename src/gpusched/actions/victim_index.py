@@ -126,6 +126,14 @@ class VictimIndex:
     def __len__(self) -> int:
         return len(self.victims)
 
+    def rank(self, victim: Victim) -> int:
+        """Position of ``victim`` in the order."""
+        return self._rank[id(victim)]
+
+    def ranks_of(self, job: JobId) -> list[int]:
+        """Positions of every victim of running job ``job`` (members, then the whole job)."""
+        return self._of_job[job]
+
     def ordered(self, eligible: Mask) -> list[Victim]:
         """The eligible victims, cheapest first."""
         return [self.victims[r] for r in np.flatnonzero(eligible & self.alive).tolist()]
