@@ -56,11 +56,12 @@ Move` per moved task.
 **Bound per cycle.** Pending jobs are scanned in queue order with O(1) checks each (status,
 free GPU of the whole cluster, a memo of requests already tried); at most ``max_checks`` (16)
 requests get the trigger's mask (one filter pass and three masked sums, O(N) NumPy), and at
-most ``max_jobs`` (2) get a search. With nothing movable the action stops after one pass over
-the running jobs. A search costs one pass over the movable jobs' allocations, one row walk on
-each of at most ``max(max_nodes, 2 k)`` nodes (``max_nodes`` 16), and at most ``max_trials``
-(3) trials of ``|gang| + moved tasks`` placements; a job whose gain cannot pay for even the
-cheapest single move (including a gain of 0: no later start known) costs no search at all.
+most ``max_jobs`` (2) get a search. A job with no later start known (gain 0) stops there. The
+movable jobs are listed (one pass over the running jobs, O(R)) once per cycle, only when some
+job is fragmented-blocked with a gain; with none movable the action stops there. A search then
+costs one row walk on each of at most ``max(max_nodes, 2 k)`` nodes (``max_nodes`` 16) and at
+most ``max_trials`` (3) trials of ``|gang| + moved tasks`` placements; a job whose gain cannot
+pay for even the cheapest single move costs no row walk.
 """
 
 from __future__ import annotations
@@ -166,17 +167,19 @@ class Defrag:
             gang = list(job.tasks[: job.min_available])
             if any(t.id in session.state.allocations for t in gang):
                 continue
-            if movers is None:
+            if session.quota_refusal(job) is not None:
+                continue
+            checks += 1
+            target = self._fragmented(session, job, gang)
+            if target is None or self._wait(session, job) <= 0:
+                continue
+            if movers is None:  # built once per cycle, only for a fragmented-blocked job
                 runs = [r for r in session.running.values() if self.movable(session, r)]
                 movers = movers_of(session, runs, self.restart_s)
                 if not movers:
                     return
             mine = [m for m in movers if m.run.job.priority <= job.priority]
-            if not mine or session.quota_refusal(job) is not None:
-                continue
-            checks += 1
-            target = self._fragmented(session, job, gang)
-            if target is None:
+            if not mine:
                 continue
             searches += 1
             moved = self._defragment(session, job, gang, target, mine)
