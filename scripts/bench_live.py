@@ -91,29 +91,38 @@ class Recorder:
                     "timeoutSeconds": "60",
                     "allowWatchBookmarks": "true",
                 }
-                with http.stream("GET", f"/api/v1/namespaces/{NS}/pods", params=params) as r:
-                    for line in r.iter_lines():
-                        if self.stop.is_set():
-                            return
-                        if not line:
-                            continue
-                        event = json.loads(line)
-                        obj = event["object"]
-                        rv = obj["metadata"].get("resourceVersion", rv)
-                        name = obj["metadata"].get("name")
-                        if event["type"] in ("ADDED", "MODIFIED") and obj.get("spec", {}).get(
-                            "nodeName"
-                        ):
-                            node = obj["spec"]["nodeName"]
-                            with self.lock:
-                                if name not in self.bound:
-                                    self.bound[name] = time.time()
-                                    self.order.append(name)
-                                    self.nodes[name] = node
-                                    annotations = obj["metadata"].get("annotations") or {}
-                                    self.gpus[name] = annotations.get("gpusched.dev/gpus", "")
-                                elif self.nodes.get(name) != node:
-                                    self.moved.append(name)
+                try:
+                    rv = self._watch(http, params, rv)
+                except (httpx.HTTPError, KeyError):  # broken connection: watch again
+                    time.sleep(1)
+
+    def _watch(self, http: httpx.Client, params: dict[str, str], rv: str) -> str:
+        """One watch request; the last resourceVersion seen."""
+        with http.stream("GET", f"/api/v1/namespaces/{NS}/pods", params=params) as r:
+            for line in r.iter_lines():
+                if self.stop.is_set():
+                    return rv
+                if line:
+                    rv = self._event(json.loads(line), rv)
+        return rv
+
+    def _event(self, event: JsonObj, rv: str) -> str:
+        obj = event["object"]
+        rv = obj["metadata"].get("resourceVersion", rv)
+        name = obj["metadata"].get("name")
+        node = obj.get("spec", {}).get("nodeName")
+        if event["type"] not in ("ADDED", "MODIFIED") or not node:
+            return str(rv)
+        with self.lock:
+            if name not in self.bound:
+                self.bound[name] = time.time()
+                self.order.append(name)
+                self.nodes[name] = node
+                annotations = obj["metadata"].get("annotations") or {}
+                self.gpus[name] = annotations.get("gpusched.dev/gpus", "")
+            elif self.nodes.get(name) != node:
+                self.moved.append(name)
+        return str(rv)
 
     def count(self) -> int:
         with self.lock:

@@ -268,3 +268,18 @@ def test_replay_stops_on_a_bad_node_name_before_touching_the_cluster(tmp_path: P
     assert done.returncode == 2, done.stderr
     assert "node 'GPU_box': field 'name'" in done.stderr
     assert "apiserver" not in done.stderr  # nothing was sent
+
+
+def test_binds_without_gpu_indices_at_one_instant_get_distinct_gpus() -> None:
+    nodes, jobs = _workload()
+    gang = jobs[0]  # 2 pods of 4 GPUs; kube-scheduler writes no GPU indices
+    events = [
+        Observed(0.0, Kind.ARRIVE, gang.id),
+        Observed(5.0, Kind.BIND, gang.id, gang.tasks[0].id, "n1"),
+        Observed(5.0, Kind.BIND, gang.id, gang.tasks[1].id, "n1"),
+    ]
+    observed = summarise_observed(nodes, jobs, events, policy_spec("kube-default"))
+    assert observed.overcommitted == []
+    allocations = observed.simulation.state.allocations
+    held = [g for t in gang.tasks for g in allocations[t.id].gpus]
+    assert sorted(held) == list(range(8))

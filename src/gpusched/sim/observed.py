@@ -89,15 +89,12 @@ class ObservedRun:
     overcommitted: list[TaskId] = field(default_factory=list)
 
 
-def _gpus_for(sim: Simulation, event: Observed, num_gpu: int, milli: int) -> tuple[int, ...] | None:
+def _gpus_for(
+    event: Observed, free: np.ndarray, num_gpu: int, milli: int
+) -> tuple[int, ...] | None:
     """The recorded GPUs when they have ``milli`` free, else the first GPUs with room, else
-    ``None``."""
-    state = sim.state
-    row = state.index.get(NodeName(event.node))
-    if row is None:
-        return None
-    free = state.gpu_free[row]
-    count = int(state.gpu_count[row])
+    ``None`` (``free``: milli-GPU free per GPU of the node)."""
+    count = len(free)
     gpus = event.gpus
     if (
         gpus is not None
@@ -117,6 +114,7 @@ class _Feeder:
     out: ObservedRun
     tasks: dict[TaskId, Task]
     bound: dict[JobId, set[TaskId]] = field(default_factory=dict)
+    _taken: dict[int, tuple[np.ndarray, list[int]]] = field(default_factory=dict)
 
     def step(self, now: float, batch: list[Observed]) -> None:
         """Completions, evictions and arrivals first; then the binds, checked against the
@@ -142,27 +140,37 @@ class _Feeder:
             self.sim.observe(now, completed=completed, arrived=arrived, plan=evictions)
         if binds:
             plan = Plan()
+            self._taken.clear()
             for event in binds:
                 self._bind(event, plan)
             self.sim.observe(now, plan=plan)
 
     def _bind(self, event: Observed, plan: Plan) -> None:
+        """Add ``event`` to ``plan`` if it fits next to the plan's earlier binds."""
         assert event.task is not None
         state = self.sim.state
         if event.task in state.allocations or any(b.task == event.task for b in plan.binds):
             return
         shape = self.tasks[event.task].shape
         milli = event.gpu_milli or shape.gpu_milli
-        gpus = _gpus_for(self.sim, event, shape.num_gpu, milli) if shape.num_gpu else ()
         row = state.index.get(NodeName(event.node))
+        if row is None:
+            self.out.overcommitted.append(event.task)
+            return
+        taken = self._taken.setdefault(row, (np.zeros(int(state.gpu_count[row]), np.int64), [0, 0]))
+        free = state.gpu_free[row][: len(taken[0])] - taken[0]
+        gpus = _gpus_for(event, free, shape.num_gpu, milli) if shape.num_gpu else ()
         if (
-            row is None
-            or gpus is None
-            or state.cpu_free[row] < shape.cpu_milli
-            or state.mem_free[row] < shape.memory_mib
+            gpus is None
+            or state.cpu_free[row] - taken[1][0] < shape.cpu_milli
+            or state.mem_free[row] - taken[1][1] < shape.memory_mib
         ):
             self.out.overcommitted.append(event.task)
             return
+        for g in gpus:
+            taken[0][g] += milli
+        taken[1][0] += shape.cpu_milli
+        taken[1][1] += shape.memory_mib
         plan.binds.append(Bind(event.task, event.job, NodeName(event.node), gpus, milli))
         self.bound.setdefault(event.job, set()).add(event.task)
         self.out.nodes.setdefault(event.task, event.node)
