@@ -124,6 +124,40 @@ def test_explain_a_pending_job_gives_needs_nodes_quota_and_start(tmp_path: Path)
     assert "job 'nope' is not in the workload" in missing.stderr
 
 
+def test_explain_shows_the_quota_hold_of_a_job_waiting_to_borrow(tmp_path: Path) -> None:
+    # team-b (guaranteed 8) uses 6 of 16 GPUs; `big` (team-a, guaranteed 8) needs 12: 4 beyond
+    # its guarantee, and only team-b's idle 2 may be borrowed. It holds the pool until b-short
+    # (4 GPUs, expected to end at t=2000) is done.
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text(
+        "nodes:\n"
+        "  - {name: a, cpu: 64, memory: 512Gi, gpus: 8, gpu_model: H100}\n"
+        "  - {name: b, cpu: 64, memory: 512Gi, gpus: 8, gpu_model: H100}\n"
+    )
+    workload = tmp_path / "w.yaml"
+    workload.write_text(
+        "jobs:\n"
+        "  - {name: b-short, submit: 0, duration: 2000, runtime_estimate: 2000, cpu: 4,"
+        " memory: 32Gi, gpus: 4, queue: team-b}\n"
+        "  - {name: b-long, submit: 0, duration: 5000, runtime_estimate: 5000, cpu: 4,"
+        " memory: 32Gi, gpus: 2, queue: team-b}\n"
+        "  - {name: big, submit: 10, duration: 600, replicas: 3, cpu: 4, memory: 32Gi, gpus: 4,"
+        " queue: team-a, runtime_estimate: 600}\n"
+    )
+    config = tmp_path / "q.yaml"
+    config.write_text(
+        "queues:\n  - {name: team-a, guaranteed: {gpu: 8}}\n"
+        "  - {name: team-b, guaranteed: {gpu: 8}}\n"
+    )
+    args = ["--cluster", str(cluster), "--workload", str(workload), "--config", str(config)]
+    result = gpusched("explain", "big", *args)
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "the job needs 4 GPUs beyond it and only 2 can be borrowed now" in text
+    assert "quota hold: it needs 2 more borrowable GPUs, expected by t=2,000 s" in text
+    assert "estimated start: t=2,000 s" in text
+
+
 def test_report_is_a_self_contained_html_page_with_charts(tmp_path: Path) -> None:
     report = tmp_path / "r.html"
     result = gpusched("simulate", "--jobs", "80", "--report", str(report))

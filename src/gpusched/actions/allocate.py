@@ -8,7 +8,7 @@
   (by queue order) gets a :class:`~gpusched.framework.plan.Reservation` -- a start time and the
   nodes it will use, computed from run-time estimates -- and later jobs may use those nodes only
   if they are expected to finish before the reservation starts. The first job kept waiting only
-  by borrowing gets a *quota hold* instead (:class:`~gpusched.framework.timeline.QuotaHold`):
+  by borrowing gets a *quota hold* instead (:class:`~gpusched.framework.plan.QuotaHold`):
   later jobs may borrow only if they are expected to end before it can start. Every job left
   pending gets an estimated start time (:mod:`gpusched.framework.timeline`).
 * ``allocate-pods`` -- what the stock kube-scheduler does with a gang: each pod on its own,
@@ -75,7 +75,9 @@ class Backfill:
             refused = session.quota_refusal(job)
             if refused is not None:
                 if self.reservations and session.quota_hold is None:
-                    session.quota_hold = quota_hold(session, job)
+                    hold = session.quota_hold = quota_hold(session, job)
+                    if hold is not None:
+                        session.plan.quota_holds[hold.job] = hold
                 continue
             if len(session.plan.reservations) < self.reservations:
                 res = reserve(session, job)
@@ -98,9 +100,9 @@ class Backfill:
             drains: dict[QueueName, list[tuple[float, Resources]]] = {}
             for job in waiting:
                 starts[job.id] = max(starts[job.id], limit_start(session, job, drains))
-        hold = session.quota_hold
-        if hold is not None and hold.job in starts:  # not before the pool can cover it
-            starts[hold.job] = max(starts[hold.job], hold.until)
+        for hold in session.plan.quota_holds.values():  # not before the pool can cover it
+            if hold.job in starts:
+                starts[hold.job] = max(starts[hold.job], hold.until)
         for job_id, res in session.plan.reservations.items():
             starts[job_id] = res.start
         session.plan.estimated_start.update({j: t for j, t in starts.items() if math.isfinite(t)})

@@ -240,6 +240,12 @@ def _explain_lines(exp: Explanation) -> list[str]:
             f"  reservation: {_at(exp.reservation.start)} on {nodes} (EASY backfill: smaller "
             "jobs may use these nodes only if they end before then)"
         )
+    elif exp.quota_hold is not None:
+        hold = exp.quota_hold
+        lines.append(
+            f"  quota hold: it needs {hold.short / 1000:g} more borrowable GPUs, expected by "
+            f"{_at(hold.until)}; until then other jobs may borrow only if they end before it"
+        )
     elif exp.quota_blocked:
         lines.append("  no reservation: the job waits for quota (reservations hold nodes)")
     else:

@@ -12,7 +12,7 @@ from gpusched.framework.extension import (
     ScorePlugin,
     VictimOrder,
 )
-from gpusched.framework.plan import Bind, Eviction, Move, Plan, Reservation
+from gpusched.framework.plan import Bind, Eviction, Move, Plan, QuotaHold, Reservation
 from gpusched.framework.profile import PluginSpec, Profile, ProfileSpec, TieBreak
 from gpusched.framework.session import RunningJob, Session, Snapshot
 from gpusched.framework.state import Allocation, ClusterState, VersionClock
@@ -38,6 +38,7 @@ __all__ = [
     "Profile",
     "ProfileSpec",
     "QueueSortPlugin",
+    "QuotaHold",
     "Reservation",
     "RunningJob",
     "ScorePlugin",

@@ -12,7 +12,7 @@ from gpusched.framework.status import Status
 from gpusched.model import JobId, NodeName, TaskId
 from gpusched.model.mig import MigPlacement, MigSlice
 
-__all__ = ["Bind", "Eviction", "MigLayout", "Move", "Plan", "Reservation"]
+__all__ = ["Bind", "Eviction", "MigLayout", "Move", "Plan", "QuotaHold", "Reservation"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +85,17 @@ class Reservation:
     nodes: tuple[NodeName, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class QuotaHold:
+    """The borrowable quota held for ``job`` until ``until`` (seconds): it needs ``short``
+    GPU-milli more than can be borrowed now, and until then other jobs may borrow only if they
+    end first (:mod:`gpusched.framework.timeline`)."""
+
+    job: JobId
+    until: float
+    short: int
+
+
 @dataclass(slots=True)
 class Plan:
     """What one cycle decided.
@@ -96,6 +107,7 @@ class Plan:
         nominations: jobs whose binds depend on evictions, with the nodes freed for them; a
             live driver binds them once the victims are gone, and nothing else may use them.
         reservations: blocked jobs holding nodes for a future start.
+        quota_holds: the job kept waiting only by borrowing that holds the borrowable quota.
         pending: status of every job considered and left pending.
         estimated_start: expected start time of pending jobs (seconds).
         moves: running tasks restarted elsewhere this cycle (defragmentation); their jobs
@@ -109,6 +121,7 @@ class Plan:
     evictions: list[Eviction] = field(default_factory=list)
     nominations: dict[JobId, tuple[NodeName, ...]] = field(default_factory=dict)
     reservations: dict[JobId, Reservation] = field(default_factory=dict)
+    quota_holds: dict[JobId, QuotaHold] = field(default_factory=dict)
     estimated_start: dict[JobId, float] = field(default_factory=dict)
     moves: list[Move] = field(default_factory=list)
     mig_layouts: list[MigLayout] = field(default_factory=list)

@@ -27,14 +27,13 @@ from gpusched.errors import ConfigError
 from gpusched.framework.domain_wait import wait_for_domain
 from gpusched.framework.domains import choose_domain, task_fit
 from gpusched.framework.extension import CycleContext
-from gpusched.framework.plan import Bind, Eviction, Plan
+from gpusched.framework.plan import Bind, Eviction, Plan, QuotaHold
 from gpusched.framework.profile import Profile, TieBreak
 from gpusched.framework.quota import QuotaBook, job_request
 from gpusched.framework.sharing import variants
 from gpusched.framework.state import ClusterState, ReleaseRows
 from gpusched.framework.statement import Statement
 from gpusched.framework.status import Code, Status
-from gpusched.framework.timeline import QuotaHold
 from gpusched.model import (
     MILLI_PER_GPU,
     Job,
@@ -203,7 +202,7 @@ class Session:
         # Nodes the gang being placed is confined to (its network domain), or None.
         self.restrict: np.ndarray | None = None
         self.release_rows: ReleaseRows | None = None
-        # Borrowable quota held for a job that waits only for borrowing (timeline.QuotaHold).
+        # Borrowable quota held for a job that waits only for borrowing (plan.QuotaHold).
         self.quota_hold: QuotaHold | None = None
 
     # -- placing ---------------------------------------------------------------------------

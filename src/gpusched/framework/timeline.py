@@ -37,13 +37,12 @@ import bisect
 import heapq
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gpusched.framework.domains import patience_s
-from gpusched.framework.plan import Reservation
+from gpusched.framework.plan import QuotaHold, Reservation
 from gpusched.framework.state import Allocation, ReleaseBatch, ReleaseRows
 from gpusched.framework.statement import Statement
 from gpusched.model import Job, JobId, NodeName, QueueName, Resources
@@ -51,19 +50,9 @@ from gpusched.model import Job, JobId, NodeName, QueueName, Resources
 if TYPE_CHECKING:
     from gpusched.framework.session import Session
 
-__all__ = ["QuotaHold", "estimate_starts", "expected_ends", "limit_start", "quota_hold", "reserve"]
+__all__ = ["estimate_starts", "expected_ends", "limit_start", "quota_hold", "reserve"]
 
 _OVERRUN = 0.1
-
-
-@dataclass(frozen=True, slots=True)
-class QuotaHold:
-    """The borrowable quota held for ``job`` until ``until`` (module docstring): it needs
-    ``short`` GPU-milli more than can be borrowed now."""
-
-    job: JobId
-    until: float
-    short: int
 
 
 def quota_hold(session: Session, job: Job) -> QuotaHold | None:

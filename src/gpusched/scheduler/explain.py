@@ -18,7 +18,7 @@ explanation of job ``j`` gathers:
   profile's own filters and scores, rolled back);
 * **quota** -- each queue on the job's path: usage, guarantee, limit; what the job would
   borrow and what may be borrowed now;
-* **reservation** and **estimated start** from the plan, when there is one.
+* **reservation** (or **quota hold**) and **estimated start** from the plan, when there is one.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from gpusched.framework import (
     CycleContext,
     Plan,
     Profile,
+    QuotaHold,
     Reservation,
     Session,
     Snapshot,
@@ -69,6 +70,7 @@ class Explanation:
     quota: tuple[str, ...]
     quota_blocked: bool
     reservation: Reservation | None
+    quota_hold: QuotaHold | None
     estimated_start: float | None
 
 
@@ -221,5 +223,6 @@ def explain_job(
         quota=_quota(session, job),
         quota_blocked=session.quota is not None and session.quota_refusal(job) is not None,
         reservation=plan.reservations.get(job_id) if plan is not None else None,
+        quota_hold=plan.quota_holds.get(job_id) if plan is not None else None,
         estimated_start=plan.estimated_start.get(job_id) if plan is not None else None,
     )
