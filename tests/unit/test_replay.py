@@ -283,3 +283,20 @@ def test_binds_without_gpu_indices_at_one_instant_get_distinct_gpus() -> None:
     allocations = observed.simulation.state.allocations
     held = [g for t in gang.tasks for g in allocations[t.id].gpus]
     assert sorted(held) == list(range(8))
+
+
+def test_a_deleted_pod_of_a_partly_placed_gang_leaves_its_node() -> None:
+    nodes, jobs = _workload()
+    gang = jobs[0]
+    first, second = gang.tasks
+    events = [
+        Observed(0.0, Kind.ARRIVE, gang.id),
+        Observed(5.0, Kind.BIND, gang.id, first.id, "n0"),  # a stock scheduler: one pod only
+        Observed(9.0, Kind.EVICT, gang.id, first.id),  # preempted; the replay re-creates it
+        Observed(20.0, Kind.BIND, gang.id, first.id, "n1"),
+        Observed(20.0, Kind.BIND, gang.id, second.id, "n1"),
+    ]
+    observed = summarise_observed(nodes, jobs, events, policy_spec("kube-default"))
+    assert observed.overcommitted == []
+    assert {observed.simulation.state.allocations[t.id].node for t in gang.tasks} == {1}
+    assert observed.simulation.records[gang.id].first_start == 20.0

@@ -333,7 +333,8 @@ class _Replay:
             return
         job = self.tasks[name][0]
         if state is not None and state.bound:
-            self._record(ReplayEvent(self.trace_now(), "evict", str(job.id)))
+            task = job.tasks[self.tasks[name][1]]
+            self._record(ReplayEvent(self.trace_now(), "evict", str(job.id), str(task.id)))
         self.result.recreated += 1
         path = f"/api/v1/namespaces/{self.opts.namespace}/pods"
         self.pool.submit(self._create, path, self.manifests[name])

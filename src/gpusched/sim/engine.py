@@ -235,17 +235,23 @@ class Simulation:
         completed: Sequence[JobId] = (),
         arrived: Sequence[JobId] = (),
         plan: Plan | None = None,
+        released: Sequence[TaskId] = (),
     ) -> None:
         """Advance to ``now`` with what a real cluster did instead of what ``schedule()``
         decides (:mod:`gpusched.sim.observed` drives a replay's metrics through this, so they
         come from the same bookkeeping as a simulated run's): ``completed`` jobs end,
-        ``arrived`` jobs join the queue, ``plan``'s evictions then binds are applied, then the
-        observers run. Do not mix with :meth:`run`."""
+        ``released`` tasks of jobs not running leave their node (a partly placed gang's pod
+        deleted), ``arrived`` jobs join the queue, ``plan``'s evictions then binds are
+        applied, then the observers run. Do not mix with :meth:`run`."""
         self._decay_history(now)
         self.now = now
         for job_id in completed:
             if job_id in self.running:
                 self._complete(job_id)
+        for task in released:
+            if task in self.state.allocations:
+                self._forget_memory(task)
+                self.state.release(task)
         for job_id in arrived:
             self._arrive(job_id)
         if plan is not None:

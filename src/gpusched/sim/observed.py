@@ -18,6 +18,9 @@ task completions and evictions. :func:`summarise_observed` feeds them, in time o
 * a bind whose GPU indices are unknown (another scheduler wrote none) or taken is charged on
   the first GPUs with room; one that does not fit at all is counted in ``overcommitted`` and
   left out;
+* an eviction (a pod deleted before it finished) of a running job evicts the job, as in the
+  simulator (it returns to the queue; its other pods, if a scheduler left them running, are
+  no longer counted); a deleted pod of a job that is not running just leaves its node;
 * a job that never started takes its status from what the scheduler wrote on its pods.
 
 :func:`compare_runs` lines the two runs up job by job: start-time differences (observed minus
@@ -121,6 +124,7 @@ class _Feeder:
         state they left (a bind often takes what a completion at the same instant freed)."""
         completed: list[JobId] = []
         arrived: list[JobId] = []
+        released: list[TaskId] = []
         evictions = Plan()
         for event in batch:
             if event.kind is Kind.ARRIVE:
@@ -128,6 +132,9 @@ class _Feeder:
             elif event.kind is Kind.EVICT and event.job in self.sim.running:
                 evictions.evictions.append(Eviction(event.job, JobId(""), "observed eviction"))
                 self.bound.pop(event.job, None)
+            elif event.kind is Kind.EVICT and event.task is not None:
+                released.append(event.task)  # a pod of a job not (or no longer) running
+                self.bound.get(event.job, set()).discard(event.task)
             elif event.kind is Kind.COMPLETE and event.task is not None:
                 members = self.bound.get(event.job)
                 if members is not None and event.task in members:
@@ -136,8 +143,10 @@ class _Feeder:
                         completed.append(event.job)
                         del self.bound[event.job]
         binds = [e for e in batch if e.kind is Kind.BIND and e.task is not None]
-        if completed or arrived or evictions.evictions or not binds:
-            self.sim.observe(now, completed=completed, arrived=arrived, plan=evictions)
+        if completed or arrived or released or evictions.evictions or not binds:
+            self.sim.observe(
+                now, completed=completed, arrived=arrived, plan=evictions, released=released
+            )
         if binds:
             plan = Plan()
             self._taken.clear()
