@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from builders import make_job, make_node
 from gpusched.framework import ClusterState, Plan, RunningJob, Snapshot
-from gpusched.model import Job, JobId, NodeName, Task
+from gpusched.model import Job, JobId, NodeName, Task, TaskId
 from gpusched.scheduler import build_profile, policy_spec, schedule
 
 NOW = 1000.0
@@ -175,7 +175,7 @@ def check(case: Case) -> Plan:
         t.id: t for j in [case.pending, *[r.job for r in case.running]] for t in j.tasks
     }
     evicted = {e.job for e in plan.evictions if not e.tasks}
-    held: dict[JobId, set[str]] = {}
+    held: dict[JobId, set[TaskId]] = {}
     for r in case.running:
         held[r.job.id] = {t.id for t in r.job.tasks}
     for ev in plan.evictions:

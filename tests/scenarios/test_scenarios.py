@@ -370,9 +370,13 @@ def check_plan_invariants(loaded: Loaded, snapshot: Snapshot, plan: Plan, fails:
     for job_id in plan.moved_jobs():
         fails.check(job_id in evicted, f"invariant: moved {job_id} without evicting it")
         run = snapshot.running.get(job_id)
-        held = {t.id for t in run.job.tasks if t.id in snapshot.state.allocations} if run else set()
-        moved = {m.task for m in plan.moves if m.job == job_id}
-        fails.check(moved == held, f"invariant: {job_id} moves {sorted(moved)}, held {held}")
+        bound: set[TaskId] = (
+            {t.id for t in run.job.tasks if t.id in snapshot.state.allocations} if run else set()
+        )
+        moving = {m.task for m in plan.moves if m.job == job_id}
+        fails.check(
+            moving == bound, f"invariant: {job_id} moves {sorted(moving)}, held {sorted(bound)}"
+        )
     stmt = Statement(state)
     try:
         for b in plan.binds:
