@@ -300,3 +300,19 @@ def test_a_deleted_pod_of_a_partly_placed_gang_leaves_its_node() -> None:
     assert observed.overcommitted == []
     assert {observed.simulation.state.allocations[t.id].node for t in gang.tasks} == {1}
     assert observed.simulation.records[gang.id].first_start == 20.0
+
+
+def test_a_completed_pod_of_a_partly_placed_gang_leaves_its_node() -> None:
+    nodes, jobs = _workload()
+    gang, single = jobs[0], jobs[5]  # 2 x 4 GPUs; then 8 GPUs
+    events = [
+        Observed(0.0, Kind.ARRIVE, gang.id),
+        Observed(5.0, Kind.BIND, gang.id, gang.tasks[0].id, "n0"),  # one member only
+        Observed(305.0, Kind.COMPLETE, gang.id, gang.tasks[0].id),  # kwok ran it anyway
+        Observed(306.0, Kind.ARRIVE, single.id),
+        Observed(307.0, Kind.BIND, single.id, single.tasks[0].id, "n0"),
+    ]
+    observed = summarise_observed(nodes, jobs, events, policy_spec("kube-default"))
+    assert observed.overcommitted == []
+    assert observed.simulation.records[gang.id].first_start is None  # never ran as a gang
+    assert observed.simulation.records[single.id].first_start == 307.0

@@ -20,7 +20,8 @@ task completions and evictions. :func:`summarise_observed` feeds them, in time o
   left out;
 * an eviction (a pod deleted before it finished) of a running job evicts the job, as in the
   simulator (it returns to the queue; its other pods, if a scheduler left them running, are
-  no longer counted); a deleted pod of a job that is not running just leaves its node;
+  no longer counted); a deleted or completed pod of a job that is not running (a stock
+  scheduler's partly placed gang) just leaves its node;
 * a job that never started takes its status from what the scheduler wrote on its pods.
 
 :func:`compare_runs` lines the two runs up job by job: start-time differences (observed minus
@@ -137,7 +138,11 @@ class _Feeder:
                 self.bound.get(event.job, set()).discard(event.task)
             elif event.kind is Kind.COMPLETE and event.task is not None:
                 members = self.bound.get(event.job)
-                if members is not None and event.task in members:
+                if event.job not in self.sim.running:
+                    released.append(event.task)  # a partly placed gang's pod ran and ended
+                    if members is not None:
+                        members.discard(event.task)
+                elif members is not None and event.task in members:
                     members.discard(event.task)
                     if not members:
                         completed.append(event.job)
