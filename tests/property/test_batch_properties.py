@@ -11,7 +11,8 @@ own actions, reading the cycle's session):
 * **evictions follow the rules:** a victim was running when the cycle began, is preemptible,
   ran at least ``min_runtime_s`` (300 s), was evicted fewer than ``max_evictions`` (3) times
   before, and leaves whole; a ``preempt`` victim has lower priority than the job it makes room
-  for; a ``reclaim`` victim belongs to another queue;
+  for; a ``reclaim`` victim belongs to another queue; a job moved by ``defrag`` is restartable,
+  has at most the priority of the job it is moved for, and that job binds in the same cycle;
 * **no preemption loops:** the simulator's ``preemption_loops`` is 0 (no job evicts a job that
   evicted it);
 * **determinism:** the same inputs and seed give the same event log, byte for byte;
@@ -289,7 +290,11 @@ def test_evictions_follow_the_rules(case: Case) -> None:
             assert cycle.evictions_before.get(ev.job, 0) < MAX_EVICTIONS, (
                 f"t={cycle.now}: {ev.job} evicted beyond its budget"
             )
-            if ev.reason.startswith("preempted"):
+            if ev.job in cycle.plan.moved_jobs():  # defrag: restarted at once elsewhere
+                assert victim.restartable, f"t={cycle.now}: {ev.job} is not restartable"
+                assert victim.priority <= for_job.priority, f"t={cycle.now}: {ev}"
+                assert ev.for_job in bound, f"t={cycle.now}: moved {ev.job}, {ev.for_job} unbound"
+            elif ev.reason.startswith("preempted"):
                 assert victim.priority < for_job.priority, f"t={cycle.now}: {ev}"
             else:
                 assert ev.reason.startswith("reclaimed"), ev.reason
