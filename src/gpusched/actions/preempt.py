@@ -38,7 +38,9 @@ cycle. Then:
   is within guarantee, so it can never be reclaimed back.
 * ``preempt``: victims have strictly lower priority than ``P``; across queues only when ``P``
   stays within its queue's guarantee (otherwise ``P`` would be borrowing and could be reclaimed,
-  which is how preemption loops start).
+  which is how preemption loops start), and only from queues that borrow, no more than they
+  borrow, as in ``reclaim`` (a queue's guaranteed work taken by priority would be reclaimed
+  back, evicting ``P``).
 
 No loops: priority only flows downwards and reclaim only from borrowers to owners, so a job
 evicted to make room can never evict its evictor in return.
@@ -142,6 +144,44 @@ class _Evicting:
     def cheap_check(self, session: Session, job: Job, lowest_priority: int) -> bool:
         """A quick necessary condition for ``job`` to have any victim."""
         return True
+
+    # What the current preemptor is owed (GPUs, or GPUs of its one model) and its queue; set
+    # by :meth:`_borrowers` for :meth:`_within_borrowing`.
+    _resource = GPU
+    _queue = ""
+
+    def _borrowers(self, session: Session, job: Job, index: VictimIndex) -> Mask:
+        """Victims of queues other than ``job``'s that borrow what ``job`` is owed: GPUs, or,
+        when it asks for one GPU model, GPUs of that model (guarantees are per model too)."""
+        quota = session.quota
+        assert quota is not None
+        models = [x for x in session.request(job) if x.startswith(f"{GPU}/")]
+        res = self._resource = models[0] if len(models) == 1 else GPU
+        self._queue = job.queue
+        names = index.queue_names
+        borrowing = np.array(
+            [q != job.queue and q in quota.tree and quota.borrowed(q, res) > 0 for q in names],
+            dtype=np.bool_,
+        )
+        return borrowing[index.queue]
+
+    def _within_borrowing(self, session: Session, victim: Victim, taken: list[Victim]) -> bool:
+        """Take a borrower only while its queue keeps borrowing at least what the victim holds
+        of the resource owed (:meth:`_borrowers`), so no queue is pushed below its own
+        guarantee; a victim holding none of it is no help."""
+        quota = session.quota
+        assert quota is not None
+        res = self._resource
+        q = victim.job.queue
+        held = _held(session, victim, res)
+        if res != GPU and not held:
+            return False
+        already = sum(
+            _held(session, v, res)
+            for v in taken
+            if v.job.queue == q and not (victim.whole and v.job.id == victim.job.id)
+        )
+        return quota.borrowed(q, res) - already >= held
 
     def still_eligible(self, session: Session, victim: Victim, taken: list[Victim]) -> bool:
         """Whether ``victim`` may still be taken once ``taken`` are evicted."""
@@ -276,9 +316,9 @@ class _Row:
 
     def add(self, victim: Victim, sign: int = 1) -> None:
         for t in victim.tasks:
-            a = self.allocations[t.id]
-            if a.node != self.node:
-                continue  # a gang's pods elsewhere free nothing here
+            a = self.allocations.get(t.id)
+            if a is None or a.node != self.node:
+                continue  # gone already, or a gang's pod elsewhere: frees nothing here
             self.cpu += sign * a.cpu_milli
             self.mem += sign * a.memory_mib
             for g in a.gpus:
@@ -512,7 +552,6 @@ class Reclaim(_Evicting):
 
     name = "reclaim"
     reason = "reclaimed guaranteed quota"
-    _resource = GPU  # what the current preemptor reclaims (set by :meth:`eligible`)
 
     def wants(self, session: Session, job: Job) -> bool:
         quota = session.quota
@@ -523,35 +562,10 @@ class Reclaim(_Evicting):
         )
 
     def eligible(self, session: Session, job: Job, index: VictimIndex) -> Mask:
-        quota = session.quota
-        assert quota is not None
-        # A job bound to one GPU model is owed that model: victims are queues borrowing it.
-        models = [x for x in session.request(job) if x.startswith(f"{GPU}/")]
-        res = self._resource = models[0] if len(models) == 1 else GPU
-        names = index.queue_names
-        borrowing = np.array(
-            [q != job.queue and q in quota.tree and quota.borrowed(q, res) > 0 for q in names],
-            dtype=np.bool_,
-        )
-        return borrowing[index.queue]
+        return self._borrowers(session, job, index)
 
     def still_eligible(self, session: Session, victim: Victim, taken: list[Victim]) -> bool:
-        # Take a borrower only while its queue keeps borrowing at least what the victim holds
-        # of the resource reclaimed (GPUs, or GPUs of the job's model), so a reclaim never
-        # pushes a queue below its own guarantee; a victim holding none of it is no help.
-        quota = session.quota
-        assert quota is not None
-        res = self._resource
-        q = victim.job.queue
-        held = _held(session, victim, res)
-        if res != GPU and not held:
-            return False
-        already = sum(
-            _held(session, v, res)
-            for v in taken
-            if v.job.queue == q and not (victim.whole and v.job.id == victim.job.id)
-        )
-        return quota.borrowed(q, res) - already >= held
+        return self._within_borrowing(session, victim, taken)
 
 
 def _held(session: Session, victim: Victim, resource: str) -> int:
@@ -582,9 +596,19 @@ class Preempt(_Evicting):
         return session.quota_refusal(job) is None
 
     def eligible(self, session: Session, job: Job, index: VictimIndex) -> Mask:
+        self._queue = job.queue
         lower = index.priority < job.priority
         quota = session.quota
-        if quota is None or quota.within_guarantee(job.queue, session.request(job)):
+        if quota is None:
             return lower
-        own = np.array([q == job.queue for q in index.queue_names], dtype=np.bool_)
-        return lower & own[index.queue]
+        own = np.array([q == job.queue for q in index.queue_names], dtype=np.bool_)[index.queue]
+        if not quota.within_guarantee(job.queue, session.request(job)):
+            return lower & own
+        # Across queues only from borrowers, and only what they borrow: evicting a queue's
+        # guaranteed work would be reclaimed back, evicting the preemptor (a loop).
+        return lower & (own | self._borrowers(session, job, index))
+
+    def still_eligible(self, session: Session, victim: Victim, taken: list[Victim]) -> bool:
+        if session.quota is None or victim.job.queue == self._queue:
+            return True
+        return self._within_borrowing(session, victim, taken)

@@ -144,7 +144,9 @@ class QuotaBook:
     def key(self, req: Resources) -> tuple[tuple[str, int], ...]:
         """``req`` reduced to the components that matter here (:attr:`relevant`): two
         requests with the same key get the same answer from every question below."""
-        return tuple(sorted((x, v) for x, v in req.items() if v and x in self.relevant))
+        return tuple(
+            sorted((x, v) for x, v in req.items() if v and (x in self.relevant or x[:4] == _MODEL))
+        )
 
     def limiting_queue(self, queue: QueueName, req: Resources) -> QueueName | None:
         """The first queue on ``queue``'s path whose limit ``req`` would break, or ``None``."""
@@ -205,9 +207,15 @@ class QuotaBook:
         return None
 
     def within_guarantee(self, queue: QueueName, req: Resources) -> bool:
+        """Whether ``req`` fits every guarantee on ``queue``'s path: each resource the
+        guarantee names, GPUs always, and -- for a guarantee given per GPU model -- each model
+        ``req`` asks for (a model it does not name is guaranteed 0)."""
         for q in self.tree.path(queue):
             g = self.tree[q].guaranteed
-            for x in {GPU, *g}:
+            keys = {GPU, *g}
+            if _per_model(g):
+                keys.update(x for x in req if x.startswith(_MODEL))
+            for x in keys:
                 if req[x] and self.usage[q][x] + req[x] > g[x]:
                     return False
         return True
@@ -259,8 +267,17 @@ class QuotaBook:
 
     def borrowed(self, queue: QueueName, resource: str = GPU) -> int:
         """How much of ``resource`` (GPU milli by default; ``gpu/<MODEL>`` for one model)
-        ``queue`` uses beyond its guarantee of it."""
-        return max(0, self.usage[queue][resource] - self.tree[queue].guaranteed[resource])
+        ``queue`` uses beyond its guarantee of it::
+
+            borrowed(q, r) = max(0, U_q[r] - G_q[r])
+            borrowed(q, gpu/M) = min(borrowed(q, gpu), U_q[gpu/M])   if G_q names no model
+
+        (a guarantee in GPUs of any model is borrowed only beyond it in total, and then at most
+        what the queue uses of ``M``)."""
+        usage, g = self.usage[queue], self.tree[queue].guaranteed
+        if resource.startswith(_MODEL) and not _per_model(g):
+            return min(max(0, usage[GPU] - g[GPU]), usage[resource])
+        return max(0, usage[resource] - g[resource])
 
     def share(self, queue: QueueName) -> float:
         """Weighted dominant share of ``queue`` (current plus decayed usage)."""
@@ -283,6 +300,14 @@ class QuotaBook:
         u, g = self.usage[queue][GPU], spec.guaranteed[GPU]
         lim = f", limit {spec.limit[GPU] / 1000:g}" if spec.limit and GPU in spec.limit else ""
         return f"queue {queue!r} uses {u / 1000:g}/{g / 1000:g} guaranteed GPUs{lim}"
+
+
+_MODEL = f"{GPU}/"
+
+
+def _per_model(guaranteed: Resources) -> bool:
+    """Whether a guarantee is given per GPU model (names some ``gpu/<MODEL>``)."""
+    return any(x.startswith(_MODEL) for x in guaranteed)
 
 
 def _fmt(resource: str, amount: int) -> str:
