@@ -1,4 +1,4 @@
-"""Invariants of defragmentation moves (``gpusched`` profile, :mod:`gpusched.actions.defrag`)
+"""Invariants of defragmentation moves (``gpusched-defrag`` profile, :mod:`gpusched.actions.defrag`)
 on random fragmented clusters: small running jobs (some gangs, some shared GPUs) scattered over
 8-GPU nodes, with random priorities, ages, disruption counts, preemptibility and
 restartability, and one pending gang of large pods.
@@ -31,7 +31,7 @@ from gpusched.model import Job, JobId, NodeName, Task, TaskId
 from gpusched.scheduler import build_profile, policy_spec, schedule
 
 NOW = 1000.0
-MIN_RUNTIME_S = 300.0  # the defrag defaults of the gpusched profile
+MIN_RUNTIME_S = 300.0  # the defrag defaults of the gpusched-defrag profile
 MAX_EVICTIONS = 3
 MAX_MOVES = 8
 
@@ -168,7 +168,7 @@ FRAGMENTED = Case(
 
 def check(case: Case) -> Plan:
     snapshot = case.snapshot()
-    profile = build_profile(policy_spec("gpusched"))
+    profile = build_profile(policy_spec("gpusched-defrag"))
     plan = schedule(snapshot, profile)
     state = snapshot.state.copy()
     tasks: dict[str, Task] = {

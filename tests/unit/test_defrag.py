@@ -22,7 +22,7 @@ from gpusched.scheduler import build_profile, policy_spec
     ],
 )
 def test_bad_defrag_arguments_name_the_field(args: dict[str, object], says: str) -> None:
-    spec = policy_spec("gpusched")
+    spec = policy_spec("gpusched-defrag")
     spec.action_args = {"defrag": args}
     with pytest.raises(ConfigError) as err:
         build_profile(spec)
@@ -31,7 +31,7 @@ def test_bad_defrag_arguments_name_the_field(args: dict[str, object], says: str)
 
 
 def test_defrag_arguments_reach_the_action() -> None:
-    spec = policy_spec("gpusched")
+    spec = policy_spec("gpusched-defrag")
     spec.action_args = {"defrag": {"factor": 3.5, "max_jobs": 1}}
     action = next(a for a in build_profile(spec).actions if isinstance(a, Defrag))
     assert (action.factor, action.max_jobs) == (3.5, 1)

@@ -11,6 +11,15 @@
   by borrowing gets a *quota hold* instead (:class:`~gpusched.framework.plan.QuotaHold`):
   later jobs may borrow only if they are expected to end before it can start. Every job left
   pending gets an estimated start time (:mod:`gpusched.framework.timeline`).
+
+  *Aging:* the queue order (fair share) can keep a big job of a busy queue from ever being the
+  first blocked job, so it never holds a reservation and waits without bound. A job still
+  pending ``starve_after_s`` (default 4 h) after it was submitted (an evicted job counts from
+  its submission too) is therefore considered first, oldest first, ahead of the queue order:
+  the first of them that is blocked gets the reservation (or the quota hold; a job held back by
+  its queue's *limit* gets a hold only then, since holding a queue's limit for its head job
+  makes the queue's other jobs wait), so its wait is bounded by ``starve_after_s`` plus the
+  time until its reservation or hold ends.
 * ``allocate-pods`` -- what the stock kube-scheduler does with a gang: each pod on its own,
   no transaction, so a gang may sit partly placed holding GPUs while the rest waits.
 
@@ -61,11 +70,24 @@ class Backfill:
 
     name = "backfill"
 
-    def __init__(self, reservations: int = 1) -> None:
+    def __init__(self, reservations: int = 1, starve_after_s: float = 4 * 3600.0) -> None:
+        if reservations < 0:
+            raise ValueError(f"reservations must be >= 0, got {reservations}")
+        if starve_after_s < 0:
+            raise ValueError(f"starve_after_s must be >= 0 seconds, got {starve_after_s}")
         self.reservations = reservations
+        self.starve_after_s = starve_after_s
 
     def execute(self, session: Session) -> None:
         order = [j for j in session.pending_jobs() if j.id not in session.running]
+        now = session.snapshot.now
+        starving = sorted(
+            (j for j in order if now - j.submit_time > self.starve_after_s),
+            key=lambda j: j.submit_time,
+        )
+        if starving:  # aging (module docstring): the longest-waiting jobs go first
+            first = {j.id for j in starving}
+            order = [*starving, *(j for j in order if j.id not in first)]
         for job in order:
             if job.id in session.evicted:
                 continue
@@ -75,7 +97,8 @@ class Backfill:
             refused = session.quota_refusal(job)
             if refused is not None:
                 if self.reservations and session.quota_hold is None:
-                    hold = session.quota_hold = quota_hold(session, job)
+                    old = now - job.submit_time > self.starve_after_s
+                    hold = session.quota_hold = quota_hold(session, job, limits=old)
                     if hold is not None:
                         session.plan.quota_holds[hold.job] = hold
                 continue

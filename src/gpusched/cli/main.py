@@ -242,10 +242,16 @@ def _explain_lines(exp: Explanation) -> list[str]:
         )
     elif exp.quota_hold is not None:
         hold = exp.quota_hold
-        lines.append(
-            f"  quota hold: it needs {hold.short / 1000:g} more borrowable GPUs, expected by "
-            f"{_at(hold.until)}; until then other jobs may borrow only if they end before it"
-        )
+        if hold.limit is None:
+            lines.append(
+                f"  quota hold: it needs {hold.short / 1000:g} more borrowable GPUs, expected by "
+                f"{_at(hold.until)}; until then other jobs may borrow only if they end before it"
+            )
+        else:
+            lines.append(
+                f"  limit hold: queue {hold.limit!r} is expected to have room by "
+                f"{_at(hold.until)}; until then its other jobs may start only if they end first"
+            )
     elif exp.quota_blocked:
         lines.append("  no reservation: the job waits for quota (reservations hold nodes)")
     else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpusched.framework.status import Status
-from gpusched.model import JobId, NodeName, TaskId
+from gpusched.model import JobId, NodeName, QueueName, TaskId
 from gpusched.model.mig import MigPlacement, MigSlice
 
 __all__ = ["Bind", "Eviction", "MigLayout", "Move", "Plan", "QuotaHold", "Reservation"]
@@ -87,13 +87,16 @@ class Reservation:
 
 @dataclass(frozen=True, slots=True)
 class QuotaHold:
-    """The borrowable quota held for ``job`` until ``until`` (seconds): it needs ``short``
-    GPU-milli more than can be borrowed now, and until then other jobs may borrow only if they
-    end first (:mod:`gpusched.framework.timeline`)."""
+    """Quota held for ``job`` until ``until`` (seconds), when it is expected to be admitted
+    (:mod:`gpusched.framework.timeline`): it needs ``short`` GPU-milli more than its queues
+    admit now. ``limit`` names the queue whose limit holds it back (then other jobs charged
+    under that queue may start only if they end first); ``None``: borrowing holds it back
+    (then any job may borrow only if it ends first)."""
 
     job: JobId
     until: float
     short: int
+    limit: QueueName | None = None
 
 
 @dataclass(slots=True)

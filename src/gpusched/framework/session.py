@@ -567,17 +567,28 @@ class Session:
             refused is None
             and hold is not None
             and hold.job != job.id
-            and not quota.within_guarantee(job.queue, req)
             and self.snapshot.now + self.runtime_estimate(job) > hold.until
         ):
-            return Status(
-                Code.UNSCHEDULABLE,
-                (
-                    f"it would borrow quota held for {hold.job}, which needs "
-                    f"{hold.short / 1000:g} more borrowable GPUs (expected by t={hold.until:.0f} "
-                    "s); a job may borrow meanwhile only if it ends by then",
-                ),
-            )
+            if hold.limit is None and not quota.within_guarantee(job.queue, req):
+                return Status(
+                    Code.UNSCHEDULABLE,
+                    (
+                        f"it would borrow quota held for {hold.job}, which needs "
+                        f"{hold.short / 1000:g} more borrowable GPUs (expected by "
+                        f"t={hold.until:.0f} s); a job may borrow meanwhile only if it ends by "
+                        "then",
+                    ),
+                )
+            if hold.limit is not None and hold.limit in quota.tree.path(job.queue):
+                return Status(
+                    Code.UNSCHEDULABLE,
+                    (
+                        f"queue {hold.limit!r}'s limit is held for {hold.job}, which has waited "
+                        f"longest and needs {hold.short / 1000:g} GPUs more room (expected by "
+                        f"t={hold.until:.0f} s); a job of this queue may start meanwhile only if "
+                        "it ends by then",
+                    ),
+                )
         return refused
 
     def _quota_problem(

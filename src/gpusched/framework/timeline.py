@@ -16,7 +16,8 @@ the reservation's start, and the nodes it would use are held (EASY backfill).
 This ignores packing (a job may need a specific node shape), so it is an estimate, labelled as
 such wherever it is shown; the head-of-line job's reservation is exact under the estimates.
 
-**Quota hold (for the head-of-line job blocked by borrowing).** A job whose queue is within
+**Quota hold (for the head-of-line job blocked by borrowing, or, once it has waited long, by a
+queue limit).** A job whose queue is within
 its limits but that needs ``b`` GPU-milli beyond its guarantees while only ``B < b`` can be
 borrowed (:mod:`~gpusched.framework.quota`) is not helped by holding nodes: every smaller job
 that borrows takes from the same pool as capacity frees, and a large job could wait forever.
@@ -29,6 +30,10 @@ its quota start is the fluid estimate::
 and until it starts, another job may *borrow* (go beyond its own queue's guarantee) only if
 it is expected to end by ``T_q`` (``now + estimate <= T_q``). Jobs within their guarantee are
 never held back: the hold only keeps others from draining the pool the head job waits for.
+A job a queue limit ``L_a`` holds back is admitted once the queue drains (:func:`limit_start`,
+``T_l``); a *limit hold* for it (given only to jobs waiting long, see
+:class:`~gpusched.actions.allocate.Backfill`) lets other jobs charged under queue ``a`` start
+only if they end by ``T_l``, so the queue's small jobs cannot keep refilling the room.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from gpusched.framework.domains import patience_s
 from gpusched.framework.plan import QuotaHold, Reservation
 from gpusched.framework.state import Allocation, ReleaseBatch, ReleaseRows
 from gpusched.framework.statement import Statement
-from gpusched.model import Job, JobId, NodeName, QueueName, Resources
+from gpusched.model import GPU, Job, JobId, NodeName, QueueName, Resources
 
 if TYPE_CHECKING:
     from gpusched.framework.session import Session
@@ -55,15 +60,27 @@ __all__ = ["estimate_starts", "expected_ends", "limit_start", "quota_hold", "res
 _OVERRUN = 0.1
 
 
-def quota_hold(session: Session, job: Job) -> QuotaHold | None:
+def quota_hold(session: Session, job: Job, *, limits: bool = False) -> QuotaHold | None:
     """A hold for ``job`` if only borrowing keeps it waiting (within its queues' limits, more
     beyond its guarantees than can be borrowed now), else ``None``; ``None`` too when no
-    running job's end would make up the shortfall."""
+    running job's end would make up the shortfall. ``limits``: a job a queue limit keeps
+    waiting gets a limit hold until :func:`limit_start` (module docstring)."""
     quota = session.quota
     if quota is None or job.queue not in quota.tree:
         return None
     req = session.request(job)
-    if quota.over_limit(job.queue, req) is not None or quota.within_guarantee(job.queue, req):
+    limiting = quota.limiting_queue(job.queue, req)
+    if limiting is not None:
+        if not limits:
+            return None
+        start = limit_start(session, job)
+        if not math.isfinite(start):
+            return None
+        limit = quota.tree[limiting].limit
+        assert limit is not None
+        short = max(quota.usage[limiting][GPU] + req[GPU] - limit[GPU], 0) if GPU in limit else 0
+        return QuotaHold(job.id, start, short, limiting)
+    if quota.within_guarantee(job.queue, req):
         return None
     short = quota.beyond_guarantee(job.queue, req) - max(
         quota.borrowable(job.queue, lent=job.preemptible), 0

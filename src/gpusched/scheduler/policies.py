@@ -1,20 +1,25 @@
 """Built-in placement policies as profile specs, by the names users pass to ``--policy``.
 
-=============  ==================================================================
-name           what it is
-=============  ==================================================================
-kube-default   stock kube-scheduler: integer GPUs, least-allocated spreading
-random         uniformly random feasible node and GPU
-dotprod        Tetris-style dot product of demand and free resources
-clustering     same GPU shape together (GpuClustering)
-packing        fill shared GPUs, then used nodes (GpuPacking)
-bestfit        least weighted leftover (BestFit)
-fgd            fragmentation gradient descent (the FGD paper)
-fgd-ss         FGD on CPU-aware fragmentation, sum-of-squares pairing of shared GPUs
-fifo-gang      strict FIFO, gangs all or nothing (the batch baseline)
-gpusched       backfill + reclaim + preemption + defragmentation, fair share, FGD
-gpusched-topo  gpusched with GPU topology: connectivity score, topology-aware GPU picker
-=============  ==================================================================
+===============  ================================================================
+name             what it is
+===============  ================================================================
+kube-default     stock kube-scheduler: integer GPUs, least-allocated spreading
+random           uniformly random feasible node and GPU
+dotprod          Tetris-style dot product of demand and free resources
+clustering       same GPU shape together (GpuClustering)
+packing          fill shared GPUs, then used nodes (GpuPacking)
+bestfit          least weighted leftover (BestFit)
+fgd              fragmentation gradient descent (the FGD paper)
+fgd-ss           FGD on CPU-aware fragmentation, sum-of-squares pairing of shared GPUs
+fifo-gang        strict FIFO, gangs all or nothing (the batch baseline)
+gpusched         backfill + reclaim + preemption, fair share, FGD
+gpusched-defrag  gpusched plus defragmentation moves
+gpusched-topo    gpusched with GPU topology: connectivity score, topology-aware GPU picker
+===============  ================================================================
+
+Defragmentation is opt-in (``gpusched-defrag``, or ``defrag`` in a profile's actions): on the
+built-in main job its moves cost more progress and waiting than they saved (docs/benchmarks.md
+§6.1), while on fragmentation-prone workloads it shortens waits.
 
 ``gpusched-topo`` is derived from ``gpusched`` (:func:`_with_topology`: the same actions,
 queues, filters and scores plus the topology parts), so the two cannot drift apart. It is a
@@ -86,10 +91,10 @@ POLICIES: dict[str, ProfileSpec] = {
     "gpusched": ProfileSpec(
         name="gpusched",
         description=(
-            "gpusched batch: gangs, EASY backfill with a reservation, quota reclaim, "
-            "priority preemption, defragmentation moves, fair share, FGD placement"
+            "gpusched batch: gangs, EASY backfill with a reservation and aging, quota reclaim, "
+            "priority preemption, fair share, FGD placement"
         ),
-        actions=["backfill", "reclaim", "preempt", "defrag"],
+        actions=["backfill", "reclaim", "preempt"],
         queue_sort="fair-share",
         filters=[
             PluginSpec(name="node-resources-fit"),
@@ -128,7 +133,18 @@ def _with_topology(base: ProfileSpec, name: str) -> ProfileSpec:
     return spec
 
 
+def _with_defrag(base: ProfileSpec, name: str) -> ProfileSpec:
+    """``base`` with the ``defrag`` action after its others (derived, not copied)."""
+    spec = base.model_copy(deep=True)
+    spec.name = name
+    spec.description = f"{base.name} plus defragmentation moves (restartable jobs restarted "
+    spec.description += "elsewhere so that a job blocked by fragmentation fits)"
+    spec.actions.append("defrag")
+    return spec
+
+
 POLICIES["gpusched-topo"] = _with_topology(POLICIES["gpusched"], "gpusched-topo")
+POLICIES["gpusched-defrag"] = _with_defrag(POLICIES["gpusched"], "gpusched-defrag")
 
 #: The policy ``gpusched simulate`` compares against the baselines by default.
 BEST_POLICY = "gpusched"
