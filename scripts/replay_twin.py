@@ -56,7 +56,8 @@ def write_inputs(args: argparse.Namespace, folder: Path) -> tuple[Path, Path]:
     return cluster, workload
 
 
-def start_scheduler(plane: ControlPlane, which: str) -> Any:
+def start_scheduler(plane: ControlPlane, which: str, hint: Path | None) -> Any:
+    """kube-scheduler, or ``gpusched run`` (with ``--workload-hint hint`` when given)."""
     if which == "kube-scheduler":
         return plane.start_kube_scheduler(f"twin-kube-scheduler-{time.time_ns()}", qps=5000)
     log = plane.workdir / "twin-gpusched.log"
@@ -69,6 +70,7 @@ def start_scheduler(plane: ControlPlane, which: str) -> Any:
             "--no-leader-elect",
             "--metrics-address",
             "",
+            *(("--workload-hint", str(hint)) if hint else ()),
         ],
         stdout=log.open("ab"),
         stderr=subprocess.STDOUT,
@@ -92,6 +94,11 @@ def main() -> None:
     parser.add_argument("--max-duration", type=float, default=4.0, help="hours")
     parser.add_argument("--speeds", default="300,1200")
     parser.add_argument("--schedulers", default="gpusched,kube-scheduler")
+    parser.add_argument(
+        "--hint",
+        action="store_true",
+        help="run gpusched with --workload-hint (the workload file), as simulate weighs FGD",
+    )
     parser.add_argument("--out", type=Path)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/gpusched-twin"))
     args = parser.parse_args()
@@ -116,7 +123,7 @@ def main() -> None:
         )
         for which in args.schedulers.split(","):
             for speed in args.speeds.split(","):
-                scheduler = start_scheduler(plane, which)
+                scheduler = start_scheduler(plane, which, workload if args.hint else None)
                 load = subprocess.run(
                     ["uptime"], check=False, capture_output=True, text=True
                 ).stdout.strip()

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from gpusched.cli.inputs import resolve_profiles
 from gpusched.errors import ConfigError
+from gpusched.framework import PluginContext
+from gpusched.io.native import load_workload
+from gpusched.io.openb import read_openb_pods
+from gpusched.model import TaskShape
 from gpusched.scheduler import BEST_POLICY, build_profile
 
 __all__ = ["run_command"]
@@ -57,6 +62,14 @@ def run_command(
         int,
         typer.Option(min=1, help="seconds each cache's watch request lasts before it is re-opened"),
     ] = 300,
+    workload_hint: Annotated[
+        str | None,
+        typer.Option(
+            help="workload file (native YAML/CSV or openb pod CSV) whose task shapes FGD's "
+            "fragmentation measure weighs, as simulate does with its workload; default: none "
+            "(one whole GPU)"
+        ),
+    ] = None,
     metrics_address: Annotated[
         str, typer.Option(help="HOST:PORT serving /metrics; empty to disable")
     ] = "0.0.0.0:10261",
@@ -96,8 +109,19 @@ def run_command(
         retry_s=retry_period,
     )
     try:
-        code = run(config, build_profile(specs[0]))
+        context = PluginContext(workload_hint=_shapes(workload_hint) if workload_hint else ())
+        code = run(config, build_profile(specs[0], context))
     except ApiError as exc:
         print(f"error: the apiserver refused or could not be reached: {exc}", file=sys.stderr)
         code = 1
     raise typer.Exit(code)
+
+
+def _shapes(path: str) -> list[TaskShape]:
+    """The task shapes of a workload file (an openb pod list when its header has num_gpu)."""
+    if path.lower().endswith(".csv") and Path(path).is_file():
+        with open(path, encoding="utf-8") as fh:
+            header = fh.readline()
+        if "num_gpu" in header:
+            return [t.shape for pod in read_openb_pods(path) for t in pod.to_job().tasks]
+    return [t.shape for job in load_workload(path) for t in job.tasks]
