@@ -31,7 +31,8 @@ Eligible victims, for both actions: preemptible, running at least ``min_runtime_
 fewer than ``max_evictions`` times before (a per-job disruption budget), and not placed in this
 cycle. Then:
 
-* ``reclaim``: ``P``'s queue is within its guarantee (with ``P``), and victims belong to other
+* ``reclaim``: ``P``'s queue is within its guarantee (with ``P``; nodes held for a reservation
+  are open to it: a guarantee is a promise, a reservation a plan), and victims belong to other
   queues that use more than their guarantee of what ``P`` is owed -- GPUs, or, when ``P`` asks
   for one GPU model, GPUs of that model (guarantees are per model too); a victim is taken only
   while its queue still borrows at least what the victim holds of it. After the reclaim ``P``
@@ -104,7 +105,20 @@ class _Evicting:
         """Which victims of ``index`` ``job`` may take (before :meth:`still_eligible`)."""
         raise NotImplementedError
 
+    #: Whether nodes held for a reservation are open to this action's preemptors.
+    ignores_reservations = False
+
     def execute(self, session: Session) -> None:
+        if not self.ignores_reservations:
+            self._execute(session)
+            return
+        held, session.blocked_nodes = session.blocked_nodes, {}
+        try:
+            self._execute(session)
+        finally:
+            session.blocked_nodes = held
+
+    def _execute(self, session: Session) -> None:
         pool = [r for r in session.running.values() if self._base_eligible(session, r)]
         if not pool:
             return
@@ -552,6 +566,9 @@ class Reclaim(_Evicting):
 
     name = "reclaim"
     reason = "reclaimed guaranteed quota"
+    # A guarantee is a promise; a reservation is a plan remade every cycle: owed quota may use
+    # nodes held for the head-of-line job (whose start moves back accordingly).
+    ignores_reservations = True
 
     def wants(self, session: Session, job: Job) -> bool:
         quota = session.quota
