@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.builders import make_node, make_state
 
+from builders import make_node, make_state
 from gpusched.actions.victim_index import Victim, VictimIndex
 from gpusched.framework import ClusterState, RunningJob
 from gpusched.model import MILLI_PER_GPU, Job, JobId, Task, TaskId, TaskShape
