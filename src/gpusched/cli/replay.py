@@ -202,5 +202,10 @@ def _print(
             f"same first node for {diff['same_node_pct']}% of "
             f"{diff['tasks_bound_in_both']} tasks"
         )
+    if extra["binds_left_out_overcommitted"]:
+        out.print(
+            f"[yellow]{extra['binds_left_out_overcommitted']} binds could not be charged (the "
+            "metrics state had no room on that node); the replay's figures undercount them[/]"
+        )
     for error in extra["errors"]:
         out.print(f"[red]{error}[/red]")
