@@ -139,6 +139,9 @@ class Snapshot:
     evictions: Mapping[JobId, int] = field(default_factory=dict)
 
 
+_NUMA_FILTER = "numa-local-cpu"
+
+
 class Session:
     """Working state and plan of one cycle."""
 
@@ -265,6 +268,19 @@ class Session:
         (``explain=False``: a bare status, for trial placements that only ask "does it fit?")."""
         if self.profile.gpu_as_integer and task.shape.is_sharing:
             task = Task(task.id, task.job, replace(task.shape, gpu_milli=MILLI_PER_GPU))
+        if task.shape.numa_local_cpus and not any(
+            f.name == _NUMA_FILTER for f in self.profile.filters
+        ):
+            # Without the filter the picker may choose GPUs whose NUMA nodes cannot give the
+            # CPUs, and the allocation would fail: say so instead.
+            return Status(
+                Code.UNRESOLVABLE,
+                (
+                    f"task {task.id} asks for NUMA-local CPUs (numa_local_cpus) but profile "
+                    f"{self.profile.name!r} has no {_NUMA_FILTER} filter; use the gpusched-topo "
+                    f"policy or add the filter to the profile",
+                ),
+            )
         options = variants(self.state, task.shape)
         if options is not None:
             return self._place_variants(task, options, stmt, explain)
