@@ -91,7 +91,8 @@ POLICIES: dict[str, ProfileSpec] = {
     "gpusched": ProfileSpec(
         name="gpusched",
         description=(
-            "gpusched batch: gangs, EASY backfill with a reservation and aging, quota reclaim, "
+            "gpusched batch: gangs, EASY backfill with a reservation and a quota hold, "
+            "quota reclaim, "
             "priority preemption, fair share, FGD placement"
         ),
         actions=["backfill", "reclaim", "preempt"],
