@@ -76,6 +76,7 @@ def test_unknown_profile_names_it_and_lists_the_valid_ones() -> None:
         pytest.param("A100", 40 * 1024, "A100-40GB", id="a100-40"),
         pytest.param("A100", 80 * 1024, "A100-80GB", id="a100-80"),
         pytest.param("H100", 80 * 1024, "H100-80GB", id="h100"),
+        pytest.param("NVIDIA-A100-SXM4-80GB", 81920, "A100-80GB", id="gfd-product-label"),
         pytest.param("L4", 24 * 1024, None, id="l4-not-mig"),
         pytest.param("A100", 0, None, id="memory-unknown"),
     ],

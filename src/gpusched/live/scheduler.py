@@ -67,8 +67,10 @@ from gpusched.live.snapshot import Assumed, Extras, LiveSnapshot, SnapshotMemo, 
 from gpusched.live.translate import (
     GPU_MILLI_ANNOTATION,
     GPUS_ANNOTATION,
+    MIG_ANNOTATION,
     PodGroupInfo,
     PodInfo,
+    mig_annotation,
     native_podgroup_from_k8s,
     node_from_k8s,
     pod_from_k8s,
@@ -391,10 +393,13 @@ class LiveScheduler:
 
     def _bind_ready(self, live: LiveSnapshot, result: CycleResult) -> None:
         """Bind held pods whose room is free now (their victims are gone)."""
-        binds = [
-            Bind(task, JobId(live.pods[task].group_key or str(task)), NodeName(node), gpus, 0)
-            for task, (node, gpus) in sorted(live.ready.items())
-        ]
+        allocations = live.snapshot.state.allocations
+        binds = []
+        for task, (node, gpus) in sorted(live.ready.items()):
+            held = allocations.get(task)  # a MIG pod's instances: those its hold took
+            mig = held.mig if held is not None else ()
+            job = JobId(live.pods[task].group_key or str(task))
+            binds.append(Bind(task, job, NodeName(node), gpus, 0, mig))
         self._bind_all(live, binds, result)
 
     def _live_assumed(self, pods: dict[str, PodInfo]) -> dict[str, Assumed]:
@@ -442,7 +447,7 @@ class LiveScheduler:
             pod = live.pods[bind.task]
             milli = bind.gpu_milli or pod.gpu_milli
             self._assumed[pod.key] = (
-                Assumed(bind.node, bind.gpus, milli, pod.uid),
+                Assumed(bind.node, bind.gpus, milli, pod.uid, bind.mig),
                 time.monotonic(),
             )
             claims = live.claims.get(bind.task)
@@ -461,6 +466,8 @@ class LiveScheduler:
         annotations = {GPUS_ANNOTATION: ",".join(str(g) for g in bind.gpus)} if bind.gpus else {}
         if bind.gpus and milli < MILLI_PER_GPU:
             annotations[GPU_MILLI_ANNOTATION] = str(milli)
+        if bind.mig:
+            annotations[MIG_ANNOTATION] = mig_annotation(bind.mig)
         if claims is not None and claims.claims and self._dra is not None:
             error = allocate_claims(
                 self.client, self._dra, pod, (str(bind.node), bind.gpus), claims.claims

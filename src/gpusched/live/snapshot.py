@@ -6,7 +6,8 @@ Pure and deterministic (sorted by name), so it is unit-tested without a cluster.
 2. every pod that holds resources (bound, or *assumed*: bound by us a moment ago and not yet
    seen bound in the cache; not Succeeded/Failed) is charged to its node, on the GPU indices
    recorded in its ``gpusched.dev/gpus`` annotation or, for pods placed by someone else, on the
-   first GPUs with room. A pod that no longer fits (its node shrank, another scheduler
+   first GPUs with room (a MIG pod: on the instances in its ``gpusched.dev/mig`` annotation,
+   or those the slice rule picks). A pod that no longer fits (its node shrank, another scheduler
    over-committed) is left out and counted in ``overcommitted``;
 3. our pending pods (``spec.schedulerName`` ours, unbound, not being deleted) become jobs: a pod
    with the label ``scheduling.x-k8s.io/pod-group: G`` joins the job ``NAMESPACE/G`` whose
@@ -27,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from gpusched.errors import InvariantError
 from gpusched.framework import ClusterState, RunningJob, Snapshot
 from gpusched.live.admission import Admission, JobMeta
 from gpusched.live.dra import DraView, PodClaims
@@ -43,6 +45,7 @@ from gpusched.model import (
     TaskId,
     TaskShape,
 )
+from gpusched.model.mig import MigSlice
 
 __all__ = ["Assumed", "Extras", "LiveSnapshot", "SnapshotMemo", "build_snapshot"]
 
@@ -55,6 +58,7 @@ class Assumed:
     gpus: tuple[int, ...]
     gpu_milli: int
     uid: str
+    mig: tuple[MigSlice, ...] = ()
 
 
 @dataclass(slots=True)
@@ -134,6 +138,14 @@ class LiveSnapshot:
 
 
 def _shape(pod: PodInfo) -> TaskShape:
+    if pod.mig_profile:
+        return TaskShape(
+            cpu_milli=pod.cpu_milli,
+            memory_mib=pod.memory_mib,
+            constraints=pod.constraints,
+            mig_profile=pod.mig_profile,
+            mig_count=pod.mig_count,
+        )
     return TaskShape(
         cpu_milli=pod.cpu_milli,
         memory_mib=pod.memory_mib,
@@ -153,12 +165,39 @@ def _first_fit(state: ClusterState, row: int, num_gpu: int, milli: int) -> tuple
     return tuple(picks) if len(picks) == num_gpu else None
 
 
-def _charge(state: ClusterState, task: Task, node: str, gpus: tuple[int, ...] | None) -> bool:
+def _charge_mig(
+    state: ClusterState, task: Task, row: int, mig: tuple[MigSlice, ...] | None
+) -> bool:
+    """Allocate a bound MIG pod on its recorded instances, else on those the slice rule
+    picks; False when neither fits."""
+    if mig and state.mig is not None:
+        try:  # on a copy first: a take that fails part-way leaves instances marked
+            state.mig.copy().take(row, mig, who=f"task {task.id}")
+        except InvariantError:
+            mig = None
+    for chosen in (mig, None) if mig else (None,):
+        try:
+            state.allocate(task, row, (), mig=chosen)
+        except InvariantError:
+            continue
+        return True
+    return False
+
+
+def _charge(
+    state: ClusterState,
+    task: Task,
+    node: str,
+    gpus: tuple[int, ...] | None,
+    mig: tuple[MigSlice, ...] | None = None,
+) -> bool:
     """Allocate a bound pod; False when it does not fit (left out of the state)."""
     row = state.index.get(NodeName(node))
     if row is None:
         return False
     shape = task.shape
+    if shape.mig_profile:
+        return _charge_mig(state, task, row, mig)
     if shape.num_gpu:
         valid = gpus is not None and len(gpus) == shape.num_gpu
         count = int(state.gpu_count[row])
@@ -321,6 +360,8 @@ def _sort_pods(
         if pod.node:
             found.bound.append((pod, pod.node, pod.gpus))
         elif guess is not None and guess.uid == pod.uid:
+            if guess.mig:
+                pod = replace(pod, mig=guess.mig)
             found.bound.append((pod, guess.node, guess.gpus))
         elif pod.scheduler == scheduler_name and not pod.deleting:
             hold = extras.holds.get(pod.key)
@@ -369,7 +410,7 @@ def build_snapshot(
     bound_ids: set[TaskId] = set()
     for pod, node, gpus in found.bound:
         task = memo.task(pod)
-        if _charge(state, task, node, gpus):
+        if _charge(state, task, node, gpus, pod.mig):
             bound_ids.add(task.id)
             out.pods[task.id] = pod
         else:

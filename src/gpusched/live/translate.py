@@ -7,11 +7,15 @@ Only the fields scheduling needs are kept, once, when a watch event arrives:
   ``nvidia.com/gpu.product`` and memory from ``nvidia.com/gpu.memory`` (MiB), labels, taints.
   A cordoned node gets the taint ``node.kubernetes.io/unschedulable:NoSchedule`` and a node
   that is not Ready ``node.kubernetes.io/not-ready:NoSchedule`` (what the node lifecycle
-  controller would add), so only pods tolerating them land there.
+  controller would add), so only pods tolerating them land there. MIG-enabled GPUs come from
+  the annotation ``gpusched.dev/mig-layout`` (below).
 * a **Pod** becomes :class:`PodInfo`: its summed requests (``max`` with each init container),
-  GPU count from ``nvidia.com/gpu``, node selector, tolerations and required node affinity,
+  GPU count from ``nvidia.com/gpu`` or MIG instances from ``nvidia.com/mig-<profile>``
+  (the device plugin's *mixed* strategy, e.g. ``nvidia.com/mig-1g.10gb: 1``), node
+  selector, tolerations and required node affinity,
   the gang it belongs to (label ``scheduling.x-k8s.io/pod-group``), its priority and, once
-  bound, the GPU indices gpusched chose (annotation ``gpusched.dev/gpus``).
+  bound, the GPU indices or MIG instances gpusched chose (annotations ``gpusched.dev/gpus``,
+  ``gpusched.dev/mig``).
 * a scheduler-plugins **PodGroup** (``scheduling.x-k8s.io/v1alpha1``) becomes
   :class:`PodGroupInfo` (``minMember``); so does a native ``scheduling.k8s.io/v1alpha2``
   PodGroup (``spec.schedulingPolicy.gang.minCount``), which pods join with
@@ -23,12 +27,24 @@ Annotations users write (docs/live.md):
     a fractional GPU: this share (1..999 thousandths) of one GPU; the pod requests no
     ``nvidia.com/gpu`` (the device plugin only hands out whole GPUs).
 
+Annotations an administrator writes on a Node (docs/live.md):
+
+``gpusched.dev/mig-layout: "0=1g.10gb@0,1g.10gb@1,3g.40gb@4;1=reconfigurable"``
+    the node's MIG-enabled GPUs, ``;``-separated ``INDEX=LAYOUT`` entries: ``LAYOUT`` is the
+    GPU's instances as ``PROFILE@START`` (comma-separated; ``nvidia-smi mig -lgi`` shows
+    them) or ``reconfigurable`` (instances created where gpusched chooses). The node has
+    ``nvidia.com/gpu`` (its plain GPUs, as the mixed strategy counts them) plus one GPU per
+    entry; indices run over all of them. GPUs must be A100/H100 with a known memory label.
+    A malformed annotation is logged once per node and value and the node has no MIG GPUs.
+
 Annotations gpusched writes when it binds (through the Binding, in the same write):
 
 ``gpusched.dev/gpus: "0,3"``
     the indices of the GPUs the pod was placed on, as the device plugin numbers them;
 ``gpusched.dev/gpu-milli``
-    (for a fractional pod) the share held on that GPU.
+    (for a fractional pod) the share held on that GPU;
+``gpusched.dev/mig: "0:1g.10gb@6,1:3g.40gb@4"``
+    (for a MIG pod) the instances it holds, ``GPU:PROFILE@START``, comma-separated.
 
 A malformed annotation or request never raises: the pod carries ``problem``, a message saying
 what is wrong and how to fix it, and stays pending with that reason.
@@ -37,12 +53,14 @@ what is wrong and how to fix it, and stays pending with that reason.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from gpusched.errors import ConfigError
 from gpusched.model import (
     Constraints,
     Effect,
@@ -52,17 +70,29 @@ from gpusched.model import (
     Taint,
     Toleration,
 )
+from gpusched.model.mig import (
+    MigConfig,
+    MigSlice,
+    compute_slices_of,
+    parse_placement,
+)
 from gpusched.model.resources import MILLI_PER_GPU
 
 __all__ = [
     "GPUS_ANNOTATION",
     "GPU_MILLI_ANNOTATION",
     "GPU_RESOURCE",
+    "MIG_ANNOTATION",
+    "MIG_LAYOUT_ANNOTATION",
+    "MIG_RESOURCE_PREFIX",
     "POD_GROUP_LABEL",
     "PodGroupInfo",
     "PodInfo",
+    "mig_annotation",
     "native_podgroup_from_k8s",
     "node_from_k8s",
+    "parse_mig_layout",
+    "parse_mig_slices",
     "parse_quantity",
     "pod_from_k8s",
     "podgroup_from_k8s",
@@ -75,6 +105,13 @@ POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 QUEUE_LABEL = "gpusched.dev/queue"
 GPUS_ANNOTATION = "gpusched.dev/gpus"
 GPU_MILLI_ANNOTATION = "gpusched.dev/gpu-milli"
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+MIG_LAYOUT_ANNOTATION = "gpusched.dev/mig-layout"
+MIG_ANNOTATION = "gpusched.dev/mig"
+
+log = logging.getLogger(__name__)
+#: The last malformed ``gpusched.dev/mig-layout`` logged per node (so each is logged once).
+_LOGGED_LAYOUTS: dict[str, str] = {}
 UNKNOWN_MODEL = "unknown"
 
 _QUANTITY = re.compile(
@@ -152,8 +189,60 @@ def _ready(status: Mapping[str, Any]) -> bool:
     return False
 
 
+def parse_mig_layout(text: str) -> dict[int, MigConfig]:
+    """``"0=1g.10gb@0,3g.40gb@4;1=reconfigurable"`` as ``{GPU index: MigConfig}``;
+    :class:`ConfigError` saying what is wrong and the expected form. Layouts are checked
+    against the GPU's geometry when the node is built (:func:`node_from_k8s`)."""
+    form = "expected INDEX=PROFILE@START[,...] or INDEX=reconfigurable, ';'-separated"
+    out: dict[int, MigConfig] = {}
+    for entry in (e.strip() for e in text.split(";")):
+        if not entry:
+            continue
+        index, sep, spec = entry.partition("=")
+        if not sep or not index.strip().isdigit():
+            raise ConfigError(f"entry {entry!r}: {form}")
+        gpu, spec = int(index), spec.strip()
+        if gpu in out:
+            raise ConfigError(f"entry {entry!r}: GPU {gpu} is named twice")
+        if spec == "reconfigurable":
+            out[gpu] = MigConfig(reconfigurable=True)
+            continue
+        places = tuple(parse_placement(p.strip()) for p in spec.split(",") if p.strip())
+        if not places:
+            raise ConfigError(f"entry {entry!r}: no instances; {form}")
+        out[gpu] = MigConfig(layout=places)
+    if not out:
+        raise ConfigError(f"empty; {form}")
+    return out
+
+
+def _mig_configs(text: str, plain: int) -> tuple[MigConfig | None, ...]:
+    """Per GPU of a node with ``plain`` non-MIG GPUs and the layout ``text``."""
+    layouts = parse_mig_layout(text)
+    total = plain + len(layouts)
+    for gpu in layouts:
+        if gpu >= total:
+            raise ConfigError(
+                f"GPU {gpu}: the node has {total} GPUs ({plain} from {GPU_RESOURCE} and "
+                f"{len(layouts)} MIG-enabled), indices 0..{total - 1}"
+            )
+    return tuple(layouts.get(g) for g in range(total))
+
+
 def node_from_k8s(obj: Mapping[str, Any]) -> Node:
     """The scheduling view of a Node object (see the module docstring)."""
+    node = _node_from_k8s(obj, mig_ok=True)
+    return node if node is not None else _plain_node(obj)
+
+
+def _plain_node(obj: Mapping[str, Any]) -> Node:
+    node = _node_from_k8s(obj, mig_ok=False)
+    assert node is not None
+    return node
+
+
+def _node_from_k8s(obj: Mapping[str, Any], *, mig_ok: bool) -> Node | None:
+    """The node, or ``None`` when its MIG layout annotation is malformed (logged)."""
     meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
     labels: dict[str, str] = dict(meta.get("labels") or {})
     alloc = status.get("allocatable") or status.get("capacity") or {}
@@ -172,16 +261,33 @@ def node_from_k8s(obj: Mapping[str, Any]) -> Node:
         gpu_memory = int(labels.get(GPU_MEMORY_LABEL, "0"))
     except ValueError:
         gpu_memory = 0
-    return Node.with_gpus(
-        meta["name"],
-        cpu_milli=cpu,
-        memory_mib=memory,
-        gpu_count=gpus,
-        gpu_model=labels.get(PRODUCT_LABEL, UNKNOWN_MODEL) if gpus else "",
-        gpu_memory_mib=gpu_memory,
-        labels=labels,
-        taints=tuple(taints),
-    )
+    layout = (meta.get("annotations") or {}).get(MIG_LAYOUT_ANNOTATION)
+    try:
+        mig = _mig_configs(str(layout), gpus) if layout is not None and mig_ok else ()
+        total = len(mig) or gpus
+        return Node.with_gpus(
+            meta["name"],
+            cpu_milli=cpu,
+            memory_mib=memory,
+            gpu_count=total,
+            gpu_model=labels.get(PRODUCT_LABEL, UNKNOWN_MODEL) if total else "",
+            gpu_memory_mib=gpu_memory,
+            labels=labels,
+            taints=tuple(taints),
+            mig=mig,
+        )
+    except ConfigError as exc:
+        name = str(meta["name"])
+        if _LOGGED_LAYOUTS.get(name) != layout:
+            _LOGGED_LAYOUTS[name] = str(layout)
+            log.warning(
+                "node %s: annotation %s=%r ignored (the node gets no MIG GPUs): %s",
+                name,
+                MIG_LAYOUT_ANNOTATION,
+                layout,
+                exc,
+            )
+        return None
 
 
 # -- pods ------------------------------------------------------------------------------------
@@ -210,6 +316,9 @@ class PodInfo:
             ``scheduling.k8s.io`` PodGroup), not from the scheduler-plugins label.
         claims: ``(name in the pod, ResourceClaim name)`` of each DRA claim the pod uses
             (a template's claim once ``status.resourceClaimStatuses`` names it).
+        mig_profile: the MIG profile of its ``nvidia.com/mig-<profile>`` request, ``""`` for
+            none; ``mig_count`` instances of it (``num_gpu`` is then 0).
+        mig: MIG instances gpusched recorded at bind time (``None`` when not recorded).
     """
 
     namespace: str
@@ -240,6 +349,9 @@ class PodInfo:
     preempts: bool | None = None
     native_group: bool = False
     claims: tuple[tuple[str, str], ...] = ()
+    mig_profile: str = ""
+    mig_count: int = 0
+    mig: tuple[MigSlice, ...] | None = None
 
     @property
     def key(self) -> str:
@@ -329,6 +441,59 @@ def _gpu_indices(text: str | None) -> tuple[int, ...] | None:
         return None
 
 
+def mig_annotation(slices: tuple[MigSlice, ...]) -> str:
+    """The ``gpusched.dev/mig`` value of ``slices``: ``"0:1g.10gb@6,1:3g.40gb@4"``."""
+    return ",".join(str(sl) for sl in slices)
+
+
+def parse_mig_slices(text: str | None) -> tuple[MigSlice, ...] | None:
+    """:func:`mig_annotation` read back; ``None`` when absent or malformed."""
+    if not text:
+        return None
+    out = []
+    for part in text.split(","):
+        gpu, sep, rest = part.strip().partition(":")
+        if not sep or not gpu.isdigit():
+            return None
+        try:
+            place = parse_placement(rest)
+        except ConfigError:
+            return None
+        out.append(MigSlice(int(gpu), place.profile, place.start))
+    return tuple(out)
+
+
+def _mig_request(requests: Mapping[str, Decimal], num_gpu: int) -> tuple[str, int, str]:
+    """``(profile, count, problem)`` of the pod's ``nvidia.com/mig-<profile>`` requests."""
+    asked = {
+        name.removeprefix(MIG_RESOURCE_PREFIX): int(value)
+        for name, value in requests.items()
+        if name.startswith(MIG_RESOURCE_PREFIX) and value > 0
+    }
+    if not asked:
+        return "", 0, ""
+    names = ", ".join(f"{MIG_RESOURCE_PREFIX}{p}" for p in sorted(asked))
+    if len(asked) > 1:
+        return "", 0, f"the pod requests {names}; gpusched places one MIG profile per pod"
+    ((profile, count),) = asked.items()
+    if num_gpu:
+        return (
+            "",
+            0,
+            (
+                f"the pod requests {names} and {GPU_RESOURCE}={num_gpu}; a pod uses MIG instances "
+                f"or whole GPUs, not both: remove one of them"
+            ),
+        )
+    try:
+        compute_slices_of(profile)
+    except ConfigError as exc:
+        return "", 0, f"resource {MIG_RESOURCE_PREFIX}{profile}: {exc}"
+    if count < 1:
+        return "", 0, f"resource {names}: expected a whole number of instances, at least 1"
+    return profile, count, ""
+
+
 def pod_from_k8s(obj: Mapping[str, Any]) -> PodInfo:
     """The scheduling view of a Pod object (see the module docstring)."""
     meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
@@ -362,6 +527,16 @@ def pod_from_k8s(obj: Mapping[str, Any]) -> PodInfo:
             )
         else:
             num_gpu, gpu_milli = 1, value
+    mig_profile, mig_count, mig_problem = _mig_request(
+        requests, int(requests.get(GPU_RESOURCE, Decimal(0)))
+    )
+    if mig_problem:
+        problems.append(mig_problem)
+    elif mig_profile and share is not None:
+        problems.append(
+            f"annotation {GPU_MILLI_ANNOTATION} with {MIG_RESOURCE_PREFIX}{mig_profile}: a MIG "
+            "pod holds whole instances; remove the annotation"
+        )
     scheduled: Mapping[str, Any] = next(
         (c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {}
     )
@@ -405,6 +580,9 @@ def pod_from_k8s(obj: Mapping[str, Any]) -> PodInfo:
         preempts=None if policy is None else policy != "Never",
         native_group=bool(native),
         claims=claims,
+        mig_profile=mig_profile,
+        mig_count=mig_count,
+        mig=parse_mig_slices(annotations.get(MIG_ANNOTATION)),
     )
 
 

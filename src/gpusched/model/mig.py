@@ -199,8 +199,12 @@ def geometry_for(kind: str) -> MigGeometry:
 
 def geometry_for_gpu(model: str, memory_mib: int) -> MigGeometry | None:
     """The geometry of a node's GPU (model ``"A100"``/``"H100"`` and its memory), or None when
-    it is not MIG-capable here. Memory up to 48 GiB reads as 40 GB, more as 80 GB."""
-    family = model.upper().split("-")[0].split(" ")[0]
+    it is not MIG-capable here. Memory up to 48 GiB reads as 40 GB, more as 80 GB. A leading
+    ``NVIDIA`` (GPU Feature Discovery's ``NVIDIA-A100-SXM4-80GB``) is skipped."""
+    words = [w for w in model.upper().replace(" ", "-").split("-") if w]
+    if words and words[0] == "NVIDIA":
+        words = words[1:]
+    family = words[0] if words else ""
     if family not in ("A100", "H100") or memory_mib <= 0:
         return None
     size = "40GB" if memory_mib <= 48 * 1024 else "80GB"
