@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -33,6 +33,7 @@ from gpusched.cli.inputs import load_inputs, load_nodes, parse_seeds, resolve_pr
 from gpusched.cli.live import run_command
 from gpusched.cli.progress import progress_bar
 from gpusched.cli.replay import replay_command
+from gpusched.cli.summary import SUMMARY_ROWS, duration, fmt_value
 from gpusched.errors import ConfigError, GpuschedError, InputError
 from gpusched.io.native import dump_workload
 from gpusched.io.openb import read_openb_nodes, read_openb_pods, read_paper_results, workload_path
@@ -94,44 +95,14 @@ JobsOption = Annotated[
     int, typer.Option("--jobs", min=1, help="Jobs to generate when no --workload is given.")
 ]
 
-_ROWS: tuple[tuple[str, str, str], ...] = (
-    ("jobs", "jobs", "{:,}"),
-    ("jobs_started", "jobs started", "{:,}"),
-    ("jobs_completed", "jobs completed", "{:,}"),
-    ("gpu_allocation_pct", "GPU allocation % (requested)", "{:.1f}"),
-    ("gpu_held_pct", "GPU held %", "{:.1f}"),
-    ("fragmentation_pct", "fragmentation % of capacity", "{:.2f}"),
-    ("avg_wait_s", "average wait", "dur"),
-    ("p95_wait_s", "p95 wait", "dur"),
-    ("max_wait_s_top1pct_largest", "max wait, largest 1% of jobs", "dur"),
-    ("avg_jct_s", "average job completion time", "dur"),
-    ("partially_placed_gangs_max", "gangs partly placed (max at once)", "{:,}"),
-    ("idle_gpu_hours_held_by_partial_gangs", "GPU-hours held by partial gangs", "{:,.1f}"),
-    ("preemptions", "preemptions", "{:,}"),
-    ("defrag_moves", "defragmentation moves", "{:,}"),
-    ("seconds", "simulation wall time", "{:.2f} s"),
-)
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-def _fmt(value: Any, fmt: str) -> str:
-    return _duration(float(value)) if fmt == "dur" else fmt.format(value)
-
 
 def _print_runs(runs: list[SimRun], title: str) -> None:
     table = Table(title=title, title_justify="left")
     table.add_column("metric")
     for r in runs:
         table.add_column(r.policy, justify="right")
-    for key, label, fmt in _ROWS:
-        table.add_row(label, *[_fmt(r.summary.get(key, 0), fmt) for r in runs])
+    for key, label, fmt in SUMMARY_ROWS:
+        table.add_row(label, *[fmt_value(r.summary.get(key, 0), fmt) for r in runs])
     unplaced = [sum(r.summary["jobs_unplaced"].values()) for r in runs]
     if any(unplaced):
         table.add_row("jobs never placed", *[f"{u:,}" for u in unplaced])
@@ -141,8 +112,8 @@ def _print_runs(runs: list[SimRun], title: str) -> None:
         d_alloc = best["gpu_allocation_pct"] - base["gpu_allocation_pct"]
         out.print(
             f"{runs[-1].policy} vs {runs[0].policy}: GPU allocation {d_alloc:+.1f} points, "
-            f"average wait {_duration(base['avg_wait_s'])} -> {_duration(best['avg_wait_s'])}, "
-            f"p95 wait {_duration(base['p95_wait_s'])} -> {_duration(best['p95_wait_s'])}."
+            f"average wait {duration(base['avg_wait_s'])} -> {duration(best['avg_wait_s'])}, "
+            f"p95 wait {duration(base['p95_wait_s'])} -> {duration(best['p95_wait_s'])}."
         )
     for r in runs:
         for code, reason in r.summary["unplaced_top_reason"].items():
@@ -259,7 +230,7 @@ def _explain_lines(exp: Explanation) -> list[str]:
     if exp.estimated_start is not None:
         wait = exp.estimated_start - exp.now
         lines.append(
-            f"  estimated start: {_at(exp.estimated_start)} (in {_duration(wait)}; from run-time "
+            f"  estimated start: {_at(exp.estimated_start)} (in {duration(wait)}; from run-time "
             "estimates, ignoring packing)"
         )
     else:
@@ -319,7 +290,7 @@ def explain_cmd(
             }
         )
         out.print(
-            f"{job} is running since {_at(rec.start)} (waited {_duration(rec.wait or 0)}) on "
+            f"{job} is running since {_at(rec.start)} (waited {duration(rec.wait or 0)}) on "
             f"{', '.join(nodes)}"
         )
         return
@@ -446,8 +417,8 @@ def bench_gangs(
     table.add_column("metric")
     for r in results:
         table.add_column(r["policy"], justify="right")
-    for key, label, fmt in _ROWS:
-        table.add_row(label, *[_fmt(r.get(key, 0), fmt) for r in results])
+    for key, label, fmt in SUMMARY_ROWS:
+        table.add_row(label, *[fmt_value(r.get(key, 0), fmt) for r in results])
     out.print(table)
 
 

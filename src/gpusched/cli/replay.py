@@ -15,6 +15,7 @@ from rich.table import Table
 
 from gpusched.cli.inputs import load_inputs, resolve_profiles
 from gpusched.cli.progress import progress_bar
+from gpusched.cli.summary import SUMMARY_ROWS, fmt_value
 from gpusched.errors import ConfigError
 from gpusched.model import JobId, TaskId
 from gpusched.scheduler import BEST_POLICY
@@ -23,19 +24,23 @@ __all__ = ["replay_command"]
 
 out = Console()
 
-_ROWS: tuple[tuple[str, str, str], ...] = (
-    ("jobs", "jobs", "{:,}"),
-    ("jobs_started", "jobs started", "{:,}"),
-    ("jobs_completed", "jobs completed", "{:,}"),
-    ("gpu_allocation_pct", "GPU allocation % (requested)", "{:.1f}"),
-    ("gpu_held_pct", "GPU held %", "{:.1f}"),
-    ("fragmentation_pct", "fragmentation % of capacity", "{:.2f}"),
-    ("avg_wait_s", "average wait (s)", "{:,.0f}"),
-    ("p95_wait_s", "p95 wait (s)", "{:,.0f}"),
-    ("avg_jct_s", "average job completion time (s)", "{:,.0f}"),
-    ("partially_placed_gangs_max", "gangs partly placed (max at once)", "{:,}"),
-    ("preemptions", "preemptions", "{:,}"),
+#: The ``simulate`` rows a replay reports (the rest need the simulator's own bookkeeping).
+_KEYS = frozenset(
+    {
+        "jobs",
+        "jobs_started",
+        "jobs_completed",
+        "gpu_allocation_pct",
+        "gpu_held_pct",
+        "fragmentation_pct",
+        "avg_wait_s",
+        "p95_wait_s",
+        "avg_jct_s",
+        "partially_placed_gangs_max",
+        "preemptions",
+    }
 )
+_ROWS = tuple(row for row in SUMMARY_ROWS if row[0] in _KEYS)
 
 
 def replay_command(
@@ -181,11 +186,11 @@ def _print(
     title: str, runs: list[dict[str, Any]], extra: dict[str, Any], diff: dict[str, Any] | None
 ) -> None:
     table = Table(title=f"replay of {title} at speed {extra['speed']:g}", title_justify="left")
-    table.add_column("metric (trace seconds)")
+    table.add_column("metric (trace time)")
     for run in runs:
         table.add_column(f"{run['mode']} {run['policy']}", justify="right")
     for key, label, fmt in _ROWS:
-        table.add_row(label, *[fmt.format(run.get(key, 0)) for run in runs])
+        table.add_row(label, *[fmt_value(run.get(key, 0), fmt) for run in runs])
     out.print(table)
     lag = extra["submit_lag_wall_s"]
     out.print(
