@@ -99,6 +99,24 @@ def _pcie(
     )
 
 
+def _node(
+    name: str,
+    topo: NodeTopology,
+    memory_gib: int,
+    labels: Mapping[str, str] | None,
+    taints: tuple[Taint, ...],
+) -> Node:
+    """A node of ``topo`` with the driver's reserve on every GPU (what each template builds)."""
+    return Node.from_topology(
+        name,
+        topo,
+        memory_mib=memory_gib * _GIB,
+        labels=labels,
+        taints=taints,
+        gpu_reserved_mib=DRIVER_RESERVED_MIB,
+    )
+
+
 def hgx_h100_node(
     name: str,
     *,
@@ -110,14 +128,7 @@ def hgx_h100_node(
     """8 x H100 SXM 80 GB on an NVSwitch board, 2 sockets x 112 CPUs (DGX/HGX H100);
     ``mig``: every GPU MIG-enabled so."""
     topo = _nvswitch8("H100", 80, 112, "hgx-h100-8")
-    node = Node.from_topology(
-        name,
-        topo,
-        memory_mib=memory_gib * _GIB,
-        labels=labels,
-        taints=taints,
-        gpu_reserved_mib=DRIVER_RESERVED_MIB,
-    )
+    node = _node(name, topo, memory_gib, labels, taints)
     return node if mig is None else replace(node, mig=(mig,) * node.gpu_count)
 
 
@@ -133,14 +144,7 @@ def hgx_a100_node(
     """8 x A100 SXM (80 GB, or 40 GB) on an NVSwitch board, 2 sockets x 128 CPUs (DGX A100);
     ``mig``: every GPU MIG-enabled so."""
     topo = _nvswitch8("A100", gpu_memory_gib, 128, f"hgx-a100-{gpu_memory_gib}gb-8")
-    node = Node.from_topology(
-        name,
-        topo,
-        memory_mib=memory_gib * _GIB,
-        labels=labels,
-        taints=taints,
-        gpu_reserved_mib=DRIVER_RESERVED_MIB,
-    )
+    node = _node(name, topo, memory_gib, labels, taints)
     return node if mig is None else replace(node, mig=(mig,) * node.gpu_count)
 
 
@@ -155,14 +159,7 @@ def pcie_pairs_node(
 ) -> Node:
     """4 PCIe GPUs with NVLink bridges on 0-1 and 2-3, one pair per socket (32 CPUs each)."""
     topo = _pcie(model, gpu_memory_gib, 4, 32, pairs=True, name=f"pcie-{model.lower()}-4-pairs")
-    return Node.from_topology(
-        name,
-        topo,
-        memory_mib=memory_gib * _GIB,
-        labels=labels,
-        taints=taints,
-        gpu_reserved_mib=DRIVER_RESERVED_MIB,
-    )
+    return _node(name, topo, memory_gib, labels, taints)
 
 
 def l4_node(
@@ -178,14 +175,7 @@ def l4_node(
     if gpus not in (2, 4, 8):
         raise ConfigError(f"node {name!r}: field 'gpus': got {gpus}; expected 2, 4 or 8")
     topo = _pcie("L4", 24, gpus, 6 * gpus, pairs=False, name=f"pcie-l4-{gpus}")
-    return Node.from_topology(
-        name,
-        topo,
-        memory_mib=memory_gib * _GIB,
-        labels=labels,
-        taints=taints,
-        gpu_reserved_mib=DRIVER_RESERVED_MIB,
-    )
+    return _node(name, topo, memory_gib, labels, taints)
 
 
 def t4_node(
@@ -197,14 +187,7 @@ def t4_node(
 ) -> Node:
     """An inference node with 4 x T4 16 GB on PCIe, no NVLink, 2 sockets x 24 CPUs."""
     topo = _pcie("T4", 16, 4, 24, pairs=False, name="pcie-t4-4")
-    return Node.from_topology(
-        name,
-        topo,
-        memory_mib=memory_gib * _GIB,
-        labels=labels,
-        taints=taints,
-        gpu_reserved_mib=DRIVER_RESERVED_MIB,
-    )
+    return _node(name, topo, memory_gib, labels, taints)
 
 
 _RECONFIGURABLE = MigConfig(reconfigurable=True)
