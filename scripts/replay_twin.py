@@ -28,6 +28,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from bench_live import stop_scheduler  # noqa: E402
+
 from e2e.controlplane import ControlPlane, binaries  # noqa: E402
 from gpusched.io.native import dump_cluster, dump_workload  # noqa: E402
 from gpusched.io.scheduling import apply_priority_classes  # noqa: E402
@@ -76,14 +78,6 @@ def start_scheduler(plane: ControlPlane, which: str, hint: Path | None) -> Any:
         stderr=subprocess.STDOUT,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-
-
-def stop_scheduler(process: Any) -> None:
-    if hasattr(process, "popen"):
-        process.stop()
-    else:
-        process.terminate()
-        process.wait(60)
 
 
 def main() -> None:
