@@ -303,6 +303,22 @@ def test_bench_cycle_reports_one_timed_cycle_per_policy_and_phase() -> None:
     assert cold["binds"] > 0  # a tenth of the GPUs are free: the cold cycle places work
 
 
+def test_bench_cycle_topology_times_gpusched_topo_and_gpusched_on_hgx_nodes() -> None:
+    result = gpusched(
+        "bench", "cycle", "--topology", "--nodes", "12", "--pending", "10", "--repeat", "1",
+        "--phases", "steady", "--json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    assert payload["topology"] is True
+    assert payload["gpus"] == 96
+    assert [(r["policy"], r["phase"]) for r in payload["results"]] == [
+        ("gpusched-topo", "steady"),
+        ("gpusched", "steady"),
+    ]
+    assert all(r["cpu_median_s"] >= 0 for r in payload["results"])
+
+
 def test_bench_cycle_rejects_an_unknown_phase() -> None:
     result = gpusched("bench", "cycle", "--nodes", "4", "--phases", "warm")
     assert result.returncode != 0

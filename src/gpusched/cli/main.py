@@ -429,14 +429,27 @@ def bench_cycle(
     fill: Annotated[
         float, typer.Option(min=0.0, max=1.0, help="Share of GPUs held by running jobs.")
     ] = 0.9,
-    policies: Annotated[str, typer.Option(help="Comma-separated policies.")] = (
-        "gpusched,fifo-gang,kube-default"
-    ),
+    policies: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated policies [default: gpusched,fifo-gang,kube-default; with "
+            "--topology: gpusched-topo,gpusched]."
+        ),
+    ] = None,
     repeat: Annotated[int, typer.Option(min=1, help="Cycles timed per policy.")] = 3,
     seed: Annotated[int, typer.Option(help="Seed of the cluster fill and workload.")] = 1,
     with_queues: Annotated[
         bool, typer.Option(help="Use the built-in teams' queues (scaled to the cluster).")
     ] = True,
+    topology: Annotated[
+        bool,
+        typer.Option(
+            "--topology",
+            help="HGX boards with their GPU topology (H100 and A100 alternating), 4 per rack "
+            "and 128 per block (labels topology.gpusched.io/rack and /block), instead of "
+            "plain nodes.",
+        ),
+    ] = False,
     phases: Annotated[
         str,
         typer.Option(
@@ -447,6 +460,8 @@ def bench_cycle(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Time one full scheduling cycle on a large busy cluster (median of --repeat)."""
+    if policies is None:
+        policies = "gpusched-topo,gpusched" if topology else "gpusched,fifo-gang,kube-default"
     specs = [policy_spec(p.strip()) for p in policies.split(",") if p.strip()]
     chosen = [p.strip() for p in phases.split(",") if p.strip()]
     unknown = sorted(set(chosen) - set(PHASES))
@@ -456,9 +471,12 @@ def bench_cycle(
             f"{', '.join(PHASES)}",
             param_hint="--phases",
         )
+    kind = "HGX nodes in racks of 4, blocks of 128" if topology else "nodes"
     if not as_json:
-        out.print(f"building {nodes:,} nodes filled to {fill:.0%} with {pending:,} pending ...")
-    setup = build_cycle_setup(nodes, pending, fill=fill, seed=seed, queues=with_queues)
+        out.print(f"building {nodes:,} {kind} filled to {fill:.0%} with {pending:,} pending ...")
+    setup = build_cycle_setup(
+        nodes, pending, fill=fill, seed=seed, queues=with_queues, topology=topology
+    )
     results = time_cycle(setup, specs, repeat, chosen)
     rows = [
         {
@@ -467,6 +485,7 @@ def bench_cycle(
             "pending": r.pending,
             "median_s": round(r.median_s, 3),
             "seconds": [round(x, 3) for x in r.seconds],
+            "cpu_median_s": round(r.cpu_median_s, 3),
             "binds": r.binds,
             "evictions": r.evictions,
             "jobs_left_pending": r.pending_after,
@@ -480,17 +499,21 @@ def bench_cycle(
         "running_gpu_pct": round(setup.running_gpu_pct, 1),
         "pending": len(setup.snapshot.pending),
         "queues": with_queues,
+        "topology": topology,
     }
     if as_json:
         print(json.dumps({**head, "results": rows}))
         return
     out.print(
-        f"{nodes:,} nodes ({nodes * 8:,} GPUs, {setup.running_gpu_pct:.1f}% held by "
+        f"{nodes:,} {kind} ({nodes * 8:,} GPUs, {setup.running_gpu_pct:.1f}% held by "
         f"{len(setup.snapshot.running):,} running jobs), {len(setup.snapshot.pending):,} pending"
     )
     table = Table(title_justify="left")
-    cols = ("policy", "cycle", "pending", "cycle (median)", "all runs", "binds", "evictions")
-    for col in (*cols, "left pending"):
+    cols = (
+        *("policy", "cycle", "pending", "cycle (median)", "CPU (median)", "all runs"),
+        *("binds", "evictions", "left pending"),
+    )
+    for col in cols:
         table.add_column(col, justify="left" if col in {"policy", "cycle"} else "right")
     for row in rows:
         table.add_row(
@@ -498,6 +521,7 @@ def bench_cycle(
             str(row["phase"]),
             f"{row['pending']:,}",
             f"{row['median_s']:.3f} s",
+            f"{row['cpu_median_s']:.3f} s",
             " ".join(f"{x:.3f}" for x in row["seconds"]),  # type: ignore[attr-defined]
             f"{row['binds']:,}",
             f"{row['evictions']:,}",

@@ -2,7 +2,9 @@
 
 Setup (seeded, nothing timed):
 
-1. ``nodes`` 8-GPU nodes (half H100, half A100; 192 cores, 2 TiB), 4 per rack;
+1. ``nodes`` 8-GPU nodes (half H100, half A100; 192 cores, 2 TiB), 4 per rack; with
+   ``topology=True`` (:func:`topology_cycle_nodes`) HGX boards instead, with their intra-node
+   topology and network labels, for the ``gpusched-topo`` policy;
 2. the cluster is filled to ``fill`` of its GPUs with running jobs drawn from the built-in
    workload generator (priority classes resolved; with queues, each team kept within its
    limit), each task on a random node where it fits (random first-fit fragments the cluster
@@ -11,7 +13,8 @@ Setup (seeded, nothing timed):
 
 Two cycles are timed per policy, each ``repeat`` times on the same snapshot (the core never
 changes its snapshot, so every repetition sees the same input); the figure is the median wall
-time, binds and pending counts show what the cycle did:
+time (beside it the median CPU time of the process); binds and pending counts show what the
+cycle did:
 
 * **cold start** -- the snapshot above: every pending job is new to the scheduler and about a
   tenth of the GPUs are free, so the cycle binds thousands of jobs and preempts for more (the
@@ -29,7 +32,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -45,9 +48,11 @@ from gpusched.framework import (
 )
 from gpusched.io.scheduling import apply_priority_classes
 from gpusched.model import GPU, MILLI_PER_GPU, Job, JobId, Node
+from gpusched.model.templates import hgx_a100_node, hgx_h100_node
 from gpusched.scheduler import build_profile, schedule
 from gpusched.sim.engine import Simulation
 from gpusched.workloads import WorkloadParams, default_scheduling, generate_workload
+from gpusched.workloads.topology_cluster import BLOCK_LABEL, RACK_LABEL
 
 __all__ = [
     "PHASES",
@@ -57,7 +62,12 @@ __all__ = [
     "cycle_nodes",
     "steady_snapshot",
     "time_cycle",
+    "topology_cycle_nodes",
 ]
+
+#: Nodes per rack and per block of :func:`topology_cycle_nodes`.
+NODES_PER_RACK = 4
+NODES_PER_BLOCK = 128
 
 
 def cycle_nodes(count: int) -> list[Node]:
@@ -76,6 +86,21 @@ def cycle_nodes(count: int) -> list[Node]:
                 labels={"gpusched.io/rack": f"r{i // 4:04d}"},
             )
         )
+    return nodes
+
+
+def topology_cycle_nodes(count: int) -> list[Node]:
+    """``count`` HGX boards with their intra-node topology, alternating ``hgx_h100_node`` (224
+    cores, 2 TiB) and ``hgx_a100_node`` (256 cores, 1 TiB), labelled with the ``gpusched``
+    network preset: node ``i`` is in rack ``i // 4`` and block ``i // 128``."""
+    nodes = []
+    for i in range(count):
+        build = hgx_h100_node if i % 2 == 0 else hgx_a100_node
+        labels = {
+            RACK_LABEL: f"r{i // NODES_PER_RACK:04d}",
+            BLOCK_LABEL: f"b{i // NODES_PER_BLOCK:03d}",
+        }
+        nodes.append(build(f"node-{i:05d}", labels=labels))
     return nodes
 
 
@@ -122,10 +147,12 @@ def build_cycle_setup(
     fill: float = 0.9,
     seed: int = 1,
     queues: bool = True,
+    topology: bool = False,
 ) -> CycleSetup:
     """The benchmark's input (see module docstring); ``queues``: the built-in teams' queue
-    tree, scaled to this cluster, with quota charged for the running jobs."""
-    cluster = cycle_nodes(nodes)
+    tree, scaled to this cluster, with quota charged for the running jobs; ``topology``: HGX
+    boards in racks and blocks (:func:`topology_cycle_nodes`) instead of plain nodes."""
+    cluster = topology_cycle_nodes(nodes) if topology else cycle_nodes(nodes)
     state = ClusterState.from_nodes(cluster)
     capacity = state.total_gpu_milli
     # Enough jobs to fill the cluster and leave `pending` waiting.
@@ -213,10 +240,16 @@ class CycleResult:
     evictions: int
     pending: int
     pending_after: int
+    cpu_seconds: list[float] = field(default_factory=list)
+    """The process's CPU time (user + system) of each timed cycle, beside its wall time."""
 
     @property
     def median_s(self) -> float:
         return statistics.median(self.seconds)
+
+    @property
+    def cpu_median_s(self) -> float:
+        return statistics.median(self.cpu_seconds) if self.cpu_seconds else 0.0
 
 
 PHASES = ("cold", "steady")
@@ -235,12 +268,14 @@ def time_cycle(
         profile = build_profile(spec, PluginContext(workload_hint=shapes, seed=1))
         for phase in phases:
             snap = setup.snapshot if phase == "cold" else steady_snapshot(setup, profile)
-            seconds = []
+            seconds: list[float] = []
+            cpu: list[float] = []
             plan = None
             for _ in range(repeat):
-                started = time.perf_counter()
+                started, cpu_started = time.perf_counter(), time.process_time()
                 plan = schedule(snap, profile)
                 seconds.append(time.perf_counter() - started)
+                cpu.append(time.process_time() - cpu_started)
             assert plan is not None
             bound_jobs = {b.job for b in plan.binds}
             results.append(
@@ -252,6 +287,7 @@ def time_cycle(
                     len(plan.evictions),
                     len(snap.pending),
                     len(snap.pending) - len(bound_jobs),
+                    cpu,
                 )
             )
     return results
