@@ -11,10 +11,20 @@ Gangs asking for a domain are confined to one by the session (:mod:`gpusched.fra
 domains`); this score does the same for everything else, one task at a time: a 1-GPU job
 joins a busy rack instead of opening an idle one.
 
-Cost: the node-to-domain map, the labelled nodes and each domain's capacity depend only on
-the node list, so they are computed once per layout (shared by every copy of the state);
-a call is one ``bincount`` of the idle GPU over the labelled nodes and a gather, O(N) in
-NumPy (it was two ``bincount`` plus a fancy-indexed ``N x G`` capacity sum per task).
+Cost: the node-to-domain map, the labelled nodes, each domain's members and capacity depend
+only on the node list, so they are computed once per layout (shared by every copy of the
+state). The scores are kept between calls, with each node's idle GPU and version stamp::
+
+    stale      = { n : version(n) != stamp(n) }                  one O(N) compare
+    idle(d)   += SUM_{n in stale, d(n) = d} gpu_idle(n) - idle_then(n)   (exact, integers)
+    score(m)   = 100 * (1 - idle(d) / capacity(d))   for m in the domains d whose idle changed
+
+so a call after one placement is a vector compare and a few small updates, not a ``bincount``
+over every node and an ``N``-sized gather. When many nodes are stale (the first call, a
+what-if state) everything is recomputed as one ``bincount``. The scores are the same floats
+either way: the sums are exact integers and the division is the same. They are valid for any
+state of one version clock (a stamp never means two contents); another clock or node list
+starts afresh.
 """
 
 from __future__ import annotations
@@ -38,6 +48,9 @@ class _Domains:
     ids: NDArray[np.int64]  # their domain ids
     cap: FloatArray  # milli-GPU capacity per domain
     count: int
+    node_dom: NDArray[np.int64]  # every node's domain id, -1 without one
+    members: NDArray[np.int64]  # labelled nodes grouped by domain (stable)
+    starts: NDArray[np.int64]  # domain d's nodes: members[starts[d]:starts[d + 1]]
 
     @classmethod
     def of(cls, state: ClusterState) -> _Domains:
@@ -51,9 +64,68 @@ class _Domains:
         cap = np.bincount(
             ids[labelled], weights=state.gpu_cap[labelled].sum(axis=1), minlength=count
         )
-        made = cls(labelled, ids[labelled], cap.astype(np.float64), count)
+        members = labelled[np.argsort(ids[labelled], kind="stable")]
+        starts = np.zeros(count + 1, dtype=np.int64)
+        starts[1:] = np.cumsum(np.bincount(ids[labelled], minlength=count))
+        made = cls(labelled, ids[labelled], cap.astype(np.float64), count, ids, members, starts)
         state.layout_cache[key] = made
         return made
+
+    def busy_score(self, idle: NDArray[np.int64]) -> FloatArray:
+        """``100 * busy share`` of every domain, ``idle`` its idle milli-GPU (module
+        docstring); 0 for a domain without GPUs."""
+        busy = np.where(self.cap > 0, 1.0 - idle / np.maximum(self.cap, 1), 0.0)
+        return np.asarray(100.0 * busy, dtype=np.float64)
+
+
+#: Above this many stale nodes a call recomputes every domain (one ``bincount``); up to it,
+#: the stale nodes and their domains are updated one by one.
+_FULL_RECOMPUTE = 16
+
+
+class _Scores:
+    """Scores of every node, kept up to date from version stamps (module docstring)."""
+
+    __slots__ = ("clock", "dom_idle", "fresh", "layout", "node_idle", "out", "stamps")
+
+    def __init__(self, state: ClusterState, dom: _Domains) -> None:
+        self.clock = state.clock
+        self.layout = state.layout_cache
+        self.stamps = np.full(state.size, -1, dtype=np.int64)
+        self.node_idle = np.zeros(state.size, dtype=np.int64)
+        self.dom_idle = np.zeros(dom.count, dtype=np.int64)
+        self.out = np.zeros(state.size)
+        self.fresh = True
+
+    def matches(self, state: ClusterState) -> bool:
+        return self.clock is state.clock and self.layout is state.layout_cache
+
+    def refresh(self, state: ClusterState, dom: _Domains) -> None:
+        stale = np.flatnonzero(self.stamps != state.version)
+        if not len(stale):
+            return
+        if self.fresh or len(stale) > _FULL_RECOMPUTE:
+            self.fresh = False
+            self.node_idle[:] = state.gpu_idle
+            self.stamps[:] = state.version
+            idle = np.bincount(dom.ids, weights=self.node_idle[dom.labelled], minlength=dom.count)
+            self.dom_idle = idle.astype(np.int64)
+            self.out[dom.labelled] = dom.busy_score(self.dom_idle)[dom.ids]
+            return
+        changed: set[int] = set()
+        for n in stale.tolist():
+            self.stamps[n] = state.version[n]
+            delta = int(state.gpu_idle[n] - self.node_idle[n])
+            d = int(dom.node_dom[n])
+            if delta and d >= 0:
+                self.node_idle[n] += delta
+                self.dom_idle[d] += delta
+                changed.add(d)
+        for d in changed:
+            # The formula of busy_score on one domain, in Python floats (the same IEEE ops).
+            cap = float(dom.cap[d])
+            value = 100.0 * (1.0 - int(self.dom_idle[d]) / max(cap, 1.0)) if cap > 0 else 0.0
+            self.out[dom.members[dom.starts[d] : dom.starts[d + 1]]] = value
 
 
 class NetworkPacking:
@@ -62,16 +134,21 @@ class NetworkPacking:
     name = "network-packing"
     maturity = "experimental: unit test, simulated benchmark (docs/topology.md)"
 
+    def __init__(self) -> None:
+        self._scores: _Scores | None = None
+
     def score(
         self, ctx: CycleContext, task: Task, state: ClusterState, feasible: BoolArray
     ) -> FloatArray:
-        out = np.zeros(state.size)
         if not state.network.levels or not task.shape.num_gpu:
-            return out
+            return np.zeros(state.size)
         dom = _Domains.of(state)
         if not len(dom.labelled):
-            return out
-        idle = np.bincount(dom.ids, weights=state.gpu_idle[dom.labelled], minlength=dom.count)
-        busy = np.where(dom.cap > 0, 1.0 - idle / np.maximum(dom.cap, 1), 0.0)
-        out[dom.labelled] = 100.0 * busy[dom.ids]
-        return out
+            return np.zeros(state.size)
+        kept = self._scores
+        if kept is None or not kept.matches(state):
+            kept = self._scores = _Scores(state, dom)
+        kept.refresh(state, dom)
+        view = kept.out.view()
+        view.flags.writeable = False
+        return view

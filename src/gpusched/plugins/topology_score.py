@@ -33,9 +33,12 @@ Sharing tasks (one GPU, less than all of it) score 100 where a partly used GPU c
 GPUs, score 50; CPU-only tasks score 0 everywhere.
 
 **Cost.** One table ``score[mask][k]`` per distinct topology (``2^G * (G + 1)`` entries from the
-picker's lookup tables, built once); a node's score is a mask and one lookup, vectorised over
-nodes, and kept per request with each node's version stamp so only nodes changed since the
-last request of the same shape are recomputed.
+picker's lookup tables, built once); a node's score is a mask and one lookup, and kept per
+request with each node's version stamp so only feasible nodes changed since the last request
+of the same shape are recomputed: vectorised over them when there are many (the first request
+of a shape), one by one in Python when a few (the usual case: one placement since the last
+request), which avoids a dozen NumPy calls on one-element arrays. Both give the same floats
+(the same table entries).
 """
 
 from __future__ import annotations
@@ -119,7 +122,7 @@ def score_table(topology: NodeTopology) -> NDArray[np.float64]:
 class _Layout:
     """Per cluster layout: each node's table index and the stacked tables."""
 
-    __slots__ = ("index", "tables")
+    __slots__ = ("index", "index_list", "neutral", "tables")
 
     def __init__(self, state: ClusterState) -> None:
         distinct: dict[NodeTopology, int] = {}
@@ -134,6 +137,25 @@ class _Layout:
         stacked = [score_table(t)[None] for t in distinct] + [neutral]
         self.tables = np.concatenate(stacked)
         self.index = np.array([len(distinct) if i < 0 else i for i in index], dtype=np.int64)
+        self.index_list: list[int] = self.index.tolist()
+        self.neutral = len(distinct)
+
+    def one(self, state: ClusterState, node: int, need: int, k: int) -> float:
+        """The score of ``node`` (what :meth:`TopologyScore._compute` gives it), in Python."""
+        row = state.gpu_free[node, :TABLE_MAX_GPUS].tolist()
+        whole = 0
+        for g, free in enumerate(row):
+            if free >= MILLI_PER_GPU:
+                whole |= 1 << g
+        topo = self.index_list[node]
+        partial = need < MILLI_PER_GPU and topo != self.neutral
+        if partial and any(need <= free < MILLI_PER_GPU for free in row):
+            return 100.0
+        return float(self.tables[topo, whole, min(k, TABLE_MAX_GPUS)])
+
+
+#: Up to this many stale nodes a request recomputes them one by one (else vectorised).
+_FEW_STALE = 8
 
 
 class TopologyScore:
@@ -144,18 +166,25 @@ class TopologyScore:
 
     def __init__(self) -> None:
         self._cache: dict[tuple[int, int], tuple[FloatArray, NDArray[np.int64]]] = {}
-        self._layout_key = -1
         self._layout: _Layout | None = None
+        # The node list and version clock the cache is for, held (not their ids: a new
+        # state's arrays may reuse a freed one's id, and its clock restarts the stamps).
+        self._owner: tuple[object, object] | None = None
 
     def _bind(self, state: ClusterState) -> _Layout:
-        key = id(state.cpu_cap)
-        if key != self._layout_key or self._layout is None:
+        owner = self._owner
+        if (
+            self._layout is None
+            or owner is None
+            or owner[0] is not state.cpu_cap
+            or owner[1] is not state.clock
+        ):
             cached = state.layout_cache.get("gpu-topology")
             if not isinstance(cached, _Layout):
                 cached = _Layout(state)
                 state.layout_cache["gpu-topology"] = cached
             self._layout = cached
-            self._layout_key = key
+            self._owner = (state.cpu_cap, state.clock)
             self._cache = {}
         return self._layout
 
@@ -174,9 +203,13 @@ class TopologyScore:
             self._cache[key] = entry
         scores, stamps = entry
         stale = np.flatnonzero(feasible & (stamps != state.version))
-        if len(stale):
+        if len(stale) > _FEW_STALE:
             scores[stale] = self._compute(layout, state, stale, need, s.num_gpu)
             stamps[stale] = state.version[stale]
+        elif len(stale):
+            for node in stale.tolist():
+                scores[node] = layout.one(state, node, need, s.num_gpu)
+                stamps[node] = state.version[node]
         return scores
 
     @staticmethod
