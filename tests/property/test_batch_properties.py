@@ -15,7 +15,9 @@ own actions, reading the cycle's session):
   has at most the priority of the job it is moved for, and that job binds in the same cycle;
 * **no preemption loops:** the simulator's ``preemption_loops`` is 0 (no job evicts a job that
   evicted it);
-* **determinism:** the same inputs and seed give the same event log, byte for byte;
+* **determinism:** the same inputs and seed give the same event log, byte for byte; and the
+  same again when the simulator passes no :class:`~gpusched.framework.memo.CycleMemo` (the memo
+  only saves work);
 * **reclaim restores guarantees without breaking another** (precisely, for every eviction made by
   ``reclaim`` for job ``J`` of queue ``q`` in a cycle):
   (a) the victim's queue still borrowed GPUs (usage above its GPU guarantee) just before that
@@ -45,6 +47,7 @@ from gpusched.framework import (
     Profile,
     RunningJob,
     Session,
+    Snapshot,
 )
 from gpusched.framework.quota import job_request
 from gpusched.model import (
@@ -239,8 +242,15 @@ def check_gangs(sim: Simulation) -> None:
             )
 
 
+class _NoMemo(Simulation):
+    """The simulator without its cycle-to-cycle memo."""
+
+    def snapshot(self) -> Snapshot:
+        return replace(super().snapshot(), memo=None)
+
+
 def simulate(
-    case: Case, seed: int = 0, observe: bool = True
+    case: Case, seed: int = 0, observe: bool = True, memo: bool = True
 ) -> tuple[Simulation, list[CycleRecord]]:
     cycles: list[CycleRecord] = []
     shapes = [t.shape for j in case.jobs for t in j.tasks]
@@ -250,7 +260,7 @@ def simulate(
         check_no_overcommit(sim.state)
         check_gangs(sim)
 
-    sim = Simulation(
+    sim = (Simulation if memo else _NoMemo)(
         case.nodes,
         case.jobs,
         probed(profile, cycles),
@@ -324,6 +334,13 @@ def test_same_seed_gives_the_same_event_log(case: Case, seed: int) -> None:
     second, _ = simulate(case, seed, observe=False)
     assert first.event_log() == second.event_log()
     assert first.event_log().count(" arrive ") == len(case.jobs)
+
+
+@given(case=cases(), seed=st.integers(0, 2**31))
+def test_the_memo_changes_nothing(case: Case, seed: int) -> None:
+    with_memo, _ = simulate(case, seed, observe=False)
+    without, _ = simulate(case, seed, observe=False, memo=False)
+    assert with_memo.event_log() == without.event_log()
 
 
 # -- reclaim and guarantees ------------------------------------------------------------------

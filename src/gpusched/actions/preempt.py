@@ -55,8 +55,19 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpusched.actions.victim_index import Victim, VictimIndex
+from gpusched.actions.victim_misses import Misses, Seen, kept_misses
 from gpusched.framework import Code, RunningJob, Session, Statement
-from gpusched.model import GPU, MILLI_PER_GPU, Job, JobId, Task, TaskId, gpu_model_resource
+from gpusched.model import (
+    GPU,
+    MILLI_PER_GPU,
+    Job,
+    JobId,
+    QueueName,
+    Task,
+    TaskId,
+    TaskShape,
+    gpu_model_resource,
+)
 
 __all__ = ["Preempt", "Reclaim", "Victim", "victims_of"]
 
@@ -82,6 +93,10 @@ def victims_of(session: Session, run: RunningJob) -> list[Victim]:
         )
     )
     return out
+
+
+#: The memo table of each running record's victims (:class:`~gpusched.framework.memo.CycleMemo`).
+_MEMO_TABLE = "victims"
 
 
 class _Evicting:
@@ -124,8 +139,12 @@ class _Evicting:
             return
         lowest = min(r.job.priority for r in pool)
         # Requests that found no victims, until something is evicted: an identical request
-        # (shapes, priority, queue) would find none either.
+        # (shapes, priority, queue, expected end) would find none either. Exact per-node
+        # misses survive evictions and are re-checked where something changed (.victim_misses).
         failed: set[tuple[object, ...]] = set()
+        memo = session.snapshot.memo
+        table = f"misses/{self.name}"
+        misses = Misses(None if memo is None else kept_misses(memo.tables.get(table)))
         attempts = 0
         index: VictimIndex | None = None  # every victim of the pool, cheapest first
         for job in session.pending_jobs():
@@ -141,6 +160,8 @@ class _Evicting:
             key = (
                 job.priority,
                 job.queue,
+                # Nodes held for a reservation admit a job by its expected end.
+                *session.reservation_class(job),
                 *(t.shape for t in job.tasks[: job.min_available]),
             )
             if key in failed or not self.wants(session, job):
@@ -148,16 +169,40 @@ class _Evicting:
             if index is None:
                 index = VictimIndex(session.state, self._victims(session, pool))
             attempts += 1
-            evicted = self._make_room(session, job, index)
+            evicted = self._make_room(session, job, index, misses, key)
             if evicted is None:
                 failed.add(key)
                 continue
             failed.clear()
             index.remove(evicted)
+        if memo is not None:
+            memo.tables[table] = misses.renewed()
 
     def cheap_check(self, session: Session, job: Job, lowest_priority: int) -> bool:
         """A quick necessary condition for ``job`` to have any victim."""
         return True
+
+    def seen(self, session: Session, job: Job) -> Seen:
+        """What decides ``job``'s eligible victims besides the nodes (:mod:`.victim_misses`):
+        the queues borrowing what it is owed, whether it is within its guarantee, and the
+        reserved nodes it may not use."""
+        quota = session.quota
+        within = quota is not None and quota.within_guarantee(job.queue, session.request(job))
+        borrowers: frozenset[QueueName] = frozenset()
+        if quota is not None:
+            res = _owed(session, job)
+            borrowers = frozenset(
+                q.name
+                for q in quota.tree
+                if q.name != job.queue and quota.borrowed(q.name, res) > 0
+            )
+        end = session.snapshot.now + session.runtime_estimate(job)
+        held = frozenset(
+            n
+            for n, (start, owner) in session.blocked_nodes.items()
+            if end > start and owner != job.id
+        )
+        return Seen(session.snapshot.now, borrowers, within, held)
 
     # What the current preemptor is owed (GPUs, or GPUs of its one model) and its queue; set
     # by :meth:`_borrowers` for :meth:`_within_borrowing`.
@@ -169,8 +214,7 @@ class _Evicting:
         when it asks for one GPU model, GPUs of that model (guarantees are per model too)."""
         quota = session.quota
         assert quota is not None
-        models = [x for x in session.request(job) if x.startswith(f"{GPU}/")]
-        res = self._resource = models[0] if len(models) == 1 else GPU
+        res = self._resource = _owed(session, job)
         self._queue = job.queue
         names = index.queue_names
         borrowing = np.array(
@@ -215,17 +259,40 @@ class _Evicting:
         """Every victim of ``pool``: elastic members first (the job keeps running), then
         whole jobs, each by the profile's cost (fixed within a cycle)."""
         order = session.profile.victim_order
-        victims = [v for r in pool for v in victims_of(session, r)]
+        memo = session.snapshot.memo
+        if memo is None:
+            victims = [v for r in pool for v in victims_of(session, r)]
+        else:  # a running record's victims are fixed (memo contract) unless it shrank
+            old = memo.tables.get(_MEMO_TABLE, {})
+            fresh: dict[JobId, tuple[object, list[Victim]]] = {}
+            victims = []
+            for r in pool:
+                hit = old.get(r.job.id)
+                if hit is not None and hit[0] is r and r.job.id not in session.shrunk:
+                    found: list[Victim] = hit[1]
+                else:
+                    found = victims_of(session, r)
+                if r.job.id not in session.shrunk:
+                    fresh[r.job.id] = (r, found)
+                victims.extend(found)
+            memo.tables[_MEMO_TABLE] = fresh
         victims.sort(key=lambda v: (v.whole, order.cost(session, v.run)))
         return victims
 
-    def _make_room(self, session: Session, job: Job, index: VictimIndex) -> list[Victim] | None:
+    def _make_room(
+        self,
+        session: Session,
+        job: Job,
+        index: VictimIndex,
+        misses: Misses,
+        key: tuple[object, ...],
+    ) -> list[Victim] | None:
         """Evict for ``job`` and place it; the victims evicted (``None``: none found)."""
         eligible = self.eligible(session, job, index) & index.alive
         free = int(session.state.gpu_idle.sum())
         if free + int(index.gpu_milli[eligible & index.whole].sum()) < job.gpu_milli:
             return None
-        chosen = _search(session, job, index, eligible, self)
+        chosen = _search(session, job, index, eligible, self, misses=misses, key=key)
         if chosen is None:
             return None
         reason = f"{self.reason} for {job.id}"
@@ -262,21 +329,58 @@ def set_cost(victims: list[Victim]) -> tuple[int, int, int, int]:
 
 
 def _search(
-    session: Session, job: Job, index: VictimIndex, eligible: Mask, evicting: _Evicting
+    session: Session,
+    job: Job,
+    index: VictimIndex,
+    eligible: Mask,
+    evicting: _Evicting,
+    *,
+    misses: Misses,
+    key: tuple[object, ...],
 ) -> list[Victim] | None:
     """A small, cheap set of victims whose eviction lets ``job`` fit (module docstring)."""
     gang = [t for t in job.tasks[: job.min_available] if t.id not in session.state.allocations]
     if not gang:
         return None
     fit_filter = any(f.name == _FIT for f in session.profile.filters)
+    state = session.state
+    seen = evicting.seen(session, job)
+    miss = misses.get(key)
+    changed = (
+        None
+        if miss is None
+        else Misses.changed(
+            miss, state, index, eligible, seen=seen, min_runtime_s=evicting.min_runtime_s
+        )
+    )
+    if changed is None:
+        miss = None
     if len(gang) == 1 and fit_filter:
         # One pod: only the victims on the node it lands on matter, so the node-local search
         # over every node is complete.
-        local = _node_local(session, job, gang[0], index, eligible=eligible, evicting=evicting)
+        task = gang[0]
+        if changed is not None and not _one_may_fit(
+            session, job, task, index, eligible, nodes=changed
+        ):
+            misses.record(key, state, seen)
+            return None
+        local = _node_local(session, job, task, index, eligible=eligible, evicting=evicting)
+        if local == []:
+            misses.record(key, state, seen)
         if local is not None:
             return local or None
     elif fit_filter:
-        if not _gang_may_fit(session, job, gang, index, eligible):
+        may, terms = _gang_may_fit(
+            session,
+            job,
+            gang,
+            index,
+            eligible,
+            old=None if miss is None else miss.terms,
+            changed=changed,
+        )
+        if not may:
+            misses.record(key, state, seen, terms)
             return None
         local = _gang_node_local(session, job, gang, index, eligible=eligible, evicting=evicting)
         if local is not None:
@@ -290,22 +394,57 @@ def _milli(session: Session, task: Task) -> int:
     return MILLI_PER_GPU if session.profile.gpu_as_integer and s.is_sharing else s.gpu_milli
 
 
-def _gang_may_fit(
-    session: Session, job: Job, gang: list[Task], index: VictimIndex, eligible: Mask
+def _one_may_fit(
+    session: Session, job: Job, task: Task, index: VictimIndex, eligible: Mask, *, nodes: Mask
 ) -> bool:
-    """Necessary condition: with every eligible victim evicted, each shape of ``gang`` has
-    room for all its pods on nodes passing the other filters (:meth:`VictimIndex.pods_bound`)."""
+    """Whether some node of ``nodes`` passing the other filters fits ``task`` with its
+    eligible victims gone (the re-check of a one-pod miss, :mod:`.victim_misses`)."""
+    if not nodes.any():
+        return False
     session.begin_job(job)
-    by_shape: dict[object, list[Task]] = {}
+    static = session.feasible(task, skip=_FIT) & nodes
+    milli = _milli(session, task)
+    return bool(index.first_fits(session.state, task.shape, milli, eligible, nodes=static, limit=1))
+
+
+def _gang_may_fit(
+    session: Session,
+    job: Job,
+    gang: list[Task],
+    index: VictimIndex,
+    eligible: Mask,
+    *,
+    old: dict[TaskShape, NDArray[np.int64]] | None = None,
+    changed: Mask | None = None,
+) -> tuple[bool, dict[TaskShape, NDArray[np.int64]]]:
+    """Necessary condition: with every eligible victim evicted, each shape ``s`` of ``gang``
+    has room for its ``k_s`` pods on nodes passing the other filters,
+    ``SUM_n min(pods_n, k_s) >= k_s`` (:meth:`VictimIndex.pods_bound`). Returns the answer and
+    each shape's per-node terms; ``old`` terms of a miss are updated on ``changed`` nodes only
+    (:mod:`.victim_misses`)."""
+    session.begin_job(job)
+    by_shape: dict[TaskShape, list[Task]] = {}
     for task in gang:
         by_shape.setdefault(task.shape, []).append(task)
-    for tasks in by_shape.values():
-        task = tasks[0]
-        room = index.pods_bound(session.state, task.shape, _milli(session, task), eligible)
-        room = room[session.feasible(task, skip=_FIT)]
-        if int(np.minimum(room, len(tasks)).sum()) < len(tasks):
-            return False
-    return True
+    terms: dict[TaskShape, NDArray[np.int64]] = {}
+    for shape, tasks in by_shape.items():
+        task, k = tasks[0], len(tasks)
+        known = None if old is None else old.get(shape)
+        if known is not None and changed is not None:
+            term = known
+            if changed.any():
+                room = index.pods_bound(
+                    session.state, shape, _milli(session, task), eligible, nodes=changed
+                )
+                ok = session.feasible(task, skip=_FIT)[changed]
+                term[changed] = np.where(ok, np.minimum(room[changed], k), 0)
+        else:
+            room = index.pods_bound(session.state, shape, _milli(session, task), eligible)
+            term = np.where(session.feasible(task, skip=_FIT), np.minimum(room, k), 0)
+        terms[shape] = term
+        if int(term.sum()) < k:
+            return False, terms
+    return True, terms
 
 
 _FIT = "node-resources-fit"
@@ -583,6 +722,12 @@ class Reclaim(_Evicting):
 
     def still_eligible(self, session: Session, victim: Victim, taken: list[Victim]) -> bool:
         return self._within_borrowing(session, victim, taken)
+
+
+def _owed(session: Session, job: Job) -> str:
+    """What ``job`` is owed by borrowers: GPUs, or GPUs of its one model."""
+    models = [x for x in session.request(job) if x.startswith(f"{GPU}/")]
+    return models[0] if len(models) == 1 else GPU
 
 
 def _held(session: Session, victim: Victim, resource: str) -> int:

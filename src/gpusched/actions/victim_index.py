@@ -42,6 +42,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpusched.framework import ClusterState, RunningJob
+from gpusched.framework.state import index_ranges
 from gpusched.model import Job, JobId, QueueName, Task, TaskId, TaskShape
 
 __all__ = ["Victim", "VictimIndex"]
@@ -72,8 +73,8 @@ class VictimIndex:
     """Entries of ``victims`` (already in victim order) on ``state`` (module docstring).
 
     ``alive[v]`` is cleared for victims evicted since (:meth:`remove`); the arrays
-    ``priority``, ``whole``, ``gpu_milli`` and ``queue`` (an index into ``queue_names``) are
-    per victim, in order.
+    ``priority``, ``whole``, ``gpu_milli``, ``start`` (of the running job) and ``queue`` (an
+    index into ``queue_names``) are per victim, in order.
     """
 
     def __init__(self, state: ClusterState, victims: Sequence[Victim]) -> None:
@@ -83,6 +84,8 @@ class VictimIndex:
         self.whole: Mask = np.fromiter((v.whole for v in victims), np.bool_, count)
         self.gpu_milli: I64 = np.fromiter((v.gpu_milli for v in victims), np.int64, count)
         self.alive: Mask = np.ones(count, dtype=np.bool_)
+        self._low = int(self.priority.min()) if count else 0
+        self.start: NDArray[np.float64] = np.fromiter((v.run.start for v in victims), float, count)
         self.queue_names: tuple[QueueName, ...] = tuple(sorted({v.job.queue for v in victims}))
         code = {q: i for i, q in enumerate(self.queue_names)}
         self.queue: I64 = np.fromiter((code[v.job.queue] for v in victims), np.int64, count)
@@ -122,6 +125,22 @@ class VictimIndex:
         self.e_cpu: I64 = np.asarray(cpu, dtype=np.int64)[order]
         self.e_mem: I64 = np.asarray(mem, dtype=np.int64)[order]
         self.e_gpu: I64 = np.asarray(gpu, dtype=np.int64).reshape(-1, width)[order]
+        #: Entries of node ``n`` are ``node_start[n] .. node_start[n + 1]``.
+        self.node_start: I64 = np.searchsorted(self.e_node, np.arange(state.size + 1))
+
+    def _entries(self, eligible: Mask, nodes: Mask | None) -> I64:
+        """Positions of the entries of alive, eligible victims on ``nodes`` (all nodes:
+        ``None``), in entry order. A few nodes are gathered by their entry ranges rather
+        than by a pass over every entry."""
+        chosen = eligible & self.alive
+        if nodes is None:
+            return np.flatnonzero(chosen[self.e_victim])
+        picked = np.flatnonzero(nodes)
+        if len(picked) * 8 >= len(nodes):
+            return np.flatnonzero(chosen[self.e_victim] & nodes[self.e_node])
+        first = self.node_start[picked]
+        idx = index_ranges(first, self.node_start[picked + 1] - first)
+        return idx[chosen[self.e_victim[idx]]]
 
     def __len__(self) -> int:
         return len(self.victims)
@@ -169,13 +188,16 @@ class VictimIndex:
         """Up to ``limit`` nodes in ``nodes`` (cheapest first-fit prefix first), each with its
         eligible victims in order (module docstring). ``milli`` is the share each GPU must
         have free (the request's, or a whole GPU when the profile counts GPUs as integers)."""
-        take = np.flatnonzero((eligible & self.alive)[self.e_victim] & nodes[self.e_node])
+        take = self._entries(eligible, nodes)
         if not len(take):
             return []
         node = self.e_node[take]
         victim = self.e_victim[take]
-        starts = np.flatnonzero(np.r_[True, node[1:] != node[:-1]])
-        segment = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(take)]))
+        count = len(take)
+        opens = _changes(node)  # an entry that starts its node's segment
+        starts = np.flatnonzero(opens)
+        segment: I64 = np.cumsum(opens, dtype=np.int64) - 1
+        head = starts[segment]  # each entry's segment start
 
         def running(x: I64) -> I64:
             total = np.cumsum(x, axis=0)
@@ -185,40 +207,49 @@ class VictimIndex:
         fit &= state.mem_free[node] + running(self.e_mem[take]) >= shape.memory_mib
         if shape.num_gpu:
             gpu = state.gpu_free[node] + running(self.e_gpu[take])
-            fit &= (gpu >= milli).sum(axis=1) >= shape.num_gpu
+            fit &= np.count_nonzero(gpu >= milli, axis=1) >= shape.num_gpu
         hits = np.flatnonzero(fit)
         if not len(hits):
             return []
-        first = hits[np.unique(segment[hits], return_index=True)[1]]
-        whole = self.whole[victim]
-        ones = np.ones(len(take), dtype=np.int64)
-        low = int(self.priority.min())
-        top = np.where(whole, self.priority[victim] - low + 1, 0)
+        first = hits[_changes(segment[hits])]  # the first fitting entry of each node
+        lead = head[first]
+        whole = self.whole[victim].astype(np.int64)
+        freed = self.gpu_milli[victim]
+        wholes = np.cumsum(whole)
+        gpus = np.cumsum(freed)
+        top = whole * (self.priority[victim] - self._low + 1)
         span = int(top.max()) + 1
         top = np.maximum.accumulate(top + segment * span) - segment * span
         best = np.lexsort(
             (
                 victim[first],  # ties: the prefix ending earliest in the victim order
-                running(ones)[first],
-                running(self.gpu_milli[victim])[first],
+                first - lead + 1,  # evictions
+                gpus[first] - gpus[lead] + freed[lead],
                 top[first],
-                running(whole.astype(np.int64))[first],
+                wholes[first] - wholes[lead] + whole[lead],
             )
         )[:limit]
-        bounds = np.r_[starts, len(take)]
         out = []
         for pos in first[best].tolist():
             s = int(segment[pos])
-            ranks = victim[bounds[s] : bounds[s + 1]].tolist()
+            stop = int(starts[s + 1]) if s + 1 < len(starts) else count
+            ranks = victim[int(starts[s]) : stop].tolist()
             out.append((int(node[pos]), [self.victims[r] for r in ranks]))
         return out
 
     def pods_bound(
-        self, state: ClusterState, shape: TaskShape, milli: int, eligible: Mask
+        self,
+        state: ClusterState,
+        shape: TaskShape,
+        milli: int,
+        eligible: Mask,
+        *,
+        nodes: Mask | None = None,
     ) -> NDArray[np.int64]:
         """Per node: pods of ``shape`` that could fit were every eligible victim evicted
-        (module docstring); ``milli`` as in :meth:`first_fits`."""
-        take = np.flatnonzero((eligible & self.alive)[self.e_victim])
+        (module docstring); ``milli`` as in :meth:`first_fits`. ``nodes``: only these nodes'
+        figures are wanted (the others are returned as if they had no victims)."""
+        take = self._entries(eligible, nodes)
         node = self.e_node[take]
         size = state.size
         cpu = state.cpu_free + np.bincount(node, self.e_cpu[take], minlength=size).astype(np.int64)
@@ -230,9 +261,19 @@ class VictimIndex:
         if shape.memory_mib:
             pods = np.minimum(pods, mem // shape.memory_mib)
         if shape.num_gpu:
-            width = state.gpu_slots
-            freed = np.zeros((size, width), dtype=np.int64)
-            np.add.at(freed, node, self.e_gpu[take])
-            units = ((state.gpu_free + freed) // milli).sum(axis=1)
+            gpu = state.gpu_free.astype(np.int64)
+            if len(take):  # entries are sorted by node: one segmented sum per node
+                starts = np.flatnonzero(np.r_[True, node[1:] != node[:-1]])
+                gpu[node[starts]] += np.add.reduceat(self.e_gpu[take], starts, axis=0)
+            units = (gpu // milli).sum(axis=1)
             pods = np.minimum(pods, units // shape.num_gpu)
         return pods
+
+
+def _changes(x: I64) -> Mask:
+    """``out[i]``: whether ``x[i]`` differs from ``x[i - 1]`` (``out[0]`` is true)."""
+    out = np.empty(len(x), dtype=np.bool_)
+    if len(x):
+        out[0] = True
+        np.not_equal(x[1:], x[:-1], out=out[1:])
+    return out

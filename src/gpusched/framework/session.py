@@ -18,6 +18,7 @@ A gang that asks for a network domain is placed inside the nodes :mod:`.domains`
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -27,6 +28,7 @@ from gpusched.errors import ConfigError
 from gpusched.framework.domain_wait import wait_for_domain
 from gpusched.framework.domains import choose_domain, task_fit
 from gpusched.framework.extension import CycleContext
+from gpusched.framework.memo import CycleMemo
 from gpusched.framework.plan import Bind, Eviction, Plan, QuotaHold
 from gpusched.framework.profile import Profile, TieBreak
 from gpusched.framework.quota import QuotaBook, job_request
@@ -126,6 +128,8 @@ class Snapshot:
         usage_history: decayed past usage per queue (fair share), kept by the driver.
         runtime_stats: mean observed run time per ``(user, kind)``, kept by the driver.
         evictions: how often each pending job was evicted before (disruption budgets).
+        memo: results about running jobs kept from the driver's previous cycle (speed only;
+            see :mod:`~gpusched.framework.memo` for the contract), or ``None``.
     """
 
     state: ClusterState
@@ -137,6 +141,7 @@ class Snapshot:
     usage_history: Mapping[QueueName, Mapping[str, float]] = field(default_factory=dict)
     runtime_stats: Mapping[tuple[str, str], float] = field(default_factory=dict)
     evictions: Mapping[JobId, int] = field(default_factory=dict)
+    memo: CycleMemo | None = field(default=None, compare=False, repr=False)
 
 
 _NUMA_FILTER = "numa-local-cpu"
@@ -149,6 +154,7 @@ class Session:
         "_current_job",
         "_end_estimate",
         "_failed",
+        "_filters_key",
         "_refusals",
         "_requests",
         "blocked_nodes",
@@ -165,6 +171,7 @@ class Session:
         "restrict",
         "running",
         "running_epoch",
+        "shrunk",
         "snapshot",
         "state",
     )
@@ -178,19 +185,21 @@ class Session:
         # Within a cycle free resources only shrink, so a request that failed once fails again:
         # remember the failure per (task shapes, gang size) and skip the retry.
         self._failed: dict[tuple[object, ...], Status] = {}
+        # The filters' identity in the state's layout cache ("could it ever fit?" answers).
+        self._filters_key = repr(profile.spec.filters)
         self.running: RunningOverlay = RunningOverlay(snapshot.running)
         self.evicted: set[JobId] = set()
         # Quota answers per (queue, quota-relevant request, preemptible), valid while the
         # usage version they were computed at holds; gang requests per job.
         self._refusals: dict[tuple[object, ...], tuple[int, Status | None]] = {}
         self._requests: dict[JobId, Resources] = {}
+        # Running jobs whose elastic members were evicted in this cycle (their allocations
+        # no longer match what the memo knows of them).
+        self.shrunk: set[JobId] = set()
         self.quota: QuotaBook | None = None
         if snapshot.queues is not None:
             self.quota = QuotaBook(
-                snapshot.queues,
-                self.state,
-                ((r.job.queue, self.charge_of(r.job)) for r in snapshot.running.values()),
-                snapshot.usage_history,
+                snapshot.queues, self.state, self._running_charges(), snapshot.usage_history
             )
         # EASY backfill: nodes held for a reservation, and the reservation's start time.
         self.blocked_nodes: dict[int, tuple[float, JobId]] = {}
@@ -205,6 +214,12 @@ class Session:
         # Nodes the gang being placed is confined to (its network domain), or None.
         self.restrict: np.ndarray | None = None
         self.release_rows: ReleaseRows | None = None
+        memo = snapshot.memo
+        if memo is not None and memo.release_rows is not None:
+            # The previous cycle's rows, without the blocks of jobs no longer running.
+            rows = self.release_rows = memo.release_rows
+            running = snapshot.running
+            rows.block = {j: b for j, b in rows.block.items() if running.get(j) is b[0]}
         # Borrowable quota held for a job that waits only for borrowing (plan.QuotaHold).
         self.quota_hold: QuotaHold | None = None
 
@@ -366,6 +381,17 @@ class Session:
         self._end_estimate = self.snapshot.now + self.runtime_estimate(job)
         self._current_job = job.id
 
+    def reservation_class(self, job: Job) -> tuple[int, JobId | None]:
+        """Which nodes held for reservations ``job`` may use (:meth:`feasible`) depends only
+        on how many reservation starts precede its expected end, and on whether it owns one:
+        jobs of one class see the same nodes."""
+        if not self.blocked_nodes:
+            return 0, None
+        end = self.snapshot.now + self.runtime_estimate(job)
+        starts = sorted({start for start, _ in self.blocked_nodes.values()})
+        owner = any(owner == job.id for _, owner in self.blocked_nodes.values())
+        return bisect.bisect_left(starts, end), job.id if owner else None
+
     def place_job(self, job: Job, *, check_quota: bool = True) -> Status:
         """Place ``job.min_available`` tasks of ``job`` all or nothing; binds go to the plan.
 
@@ -387,11 +413,14 @@ class Session:
             job.topology,
             *(t.shape for t in todo[: max(need, 0)]),
         )
-        if self.blocked_nodes or (job.topology is not None and not job.topology.required):
-            # Reserved nodes admit only jobs ending before the reservation, and a preferred
-            # gang's patience for one domain is a share of its run time: the outcome then
-            # depends on the job's expected end too.
+        if job.topology is not None and not job.topology.required:
+            # A preferred gang's patience for one domain is a share of its run time: the
+            # outcome depends on the job's expected end.
             key = (*key, self._end_estimate)
+        elif self.blocked_nodes:
+            # Reserved nodes admit only jobs ending before the reservation (or its owner):
+            # what matters is which reservations start before the job's expected end.
+            key = (*key, *self.reservation_class(job))
         known = self._failed.get(key)
         if known is not None:
             self.plan.pending[job.id] = known
@@ -546,6 +575,24 @@ class Session:
             held.append(task)
         return job_request(job, models, held)
 
+    def _running_charges(self) -> list[tuple[QueueName, Resources]]:
+        """Each running job's queue and charge; charges the memo holds for the same running
+        record are reused, and the memo's table is renewed."""
+        running = self.snapshot.running
+        memo = self.snapshot.memo
+        if memo is None:
+            return [(r.job.queue, self.charge_of(r.job)) for r in running.values()]
+        old = memo.charges
+        fresh: dict[JobId, tuple[object, Resources]] = {}
+        out = []
+        for job_id, run in running.items():
+            hit = old.get(job_id)
+            charge = hit[1] if hit is not None and hit[0] is run else self.charge_of(run.job)
+            fresh[job_id] = (run, charge)
+            out.append((run.job.queue, charge))
+        memo.charges = fresh
+        return out
+
     def request(self, job: Job) -> Resources:
         """``job_request(job)`` (what the gang is charged before it lands), once per cycle."""
         req = self._requests.get(job.id)
@@ -655,6 +702,7 @@ class Session:
             self.state.release(task_id)
         if self.release_rows is not None:
             self.release_rows.block.pop(job_id, None)
+        self.shrunk.add(job_id)
         self._failed.clear()
         self.plan.evictions.append(Eviction(job_id, for_job, reason, tuple(tasks)))
 
@@ -689,7 +737,7 @@ class Session:
         original = self.state
         todo = [t for t in job.tasks if t.id not in original.allocations][:need]
         cache = original.layout_cache
-        ckey = ("gang-ever-fits", repr(self.profile.spec.filters), tuple(t.shape for t in todo))
+        ckey = ("gang-ever-fits", self._filters_key, tuple(t.shape for t in todo))
         ever = cache.get(ckey)
         if ever is None:
             blocked, self.blocked_nodes = self.blocked_nodes, {}
@@ -707,7 +755,7 @@ class Session:
     def _could_ever_fit(self, task: Task) -> bool:
         """Whether some node passes every filter when the cluster is empty (cached per shape)."""
         cache = self.state.layout_cache
-        key = ("ever-fits", repr(self.profile.spec.filters), task.shape)
+        key = ("ever-fits", self._filters_key, task.shape)
         ever = cache.get(key)
         if ever is None:
             empty = self.state.empty()

@@ -66,6 +66,7 @@ __all__ = [
     "ReleaseBatch",
     "ReleaseRows",
     "VersionClock",
+    "index_ranges",
     "shape_class",
 ]
 
@@ -306,11 +307,11 @@ class ReleaseBatch:
 
     def blocks(self, starts: I64, counts: I64) -> ReleaseBatch:
         """The entries ``starts[j] .. starts[j] + counts[j]`` for each ``j`` in turn."""
-        entries = _ranges(starts, counts)
+        entries = index_ranges(starts, counts)
         out = ReleaseBatch((), 0)
         for name in ("node", "cpu", "mem", "shape", "width"):
             setattr(out, name, getattr(self, name)[entries])
-        gpus = _ranges(self.gpu_offset[entries], out.width)
+        gpus = index_ranges(self.gpu_offset[entries], out.width)
         out.gpu_slot = self.gpu_slot[gpus]
         out.gpu_milli = self.gpu_milli[gpus]
         out.gpu_offset = np.concatenate([[0], np.cumsum(out.width)]).astype(np.int64)
@@ -328,17 +329,20 @@ class ReleaseRows:
 
     ``block[j] = (run, start, count)``: valid while ``run`` is still the job's running record
     (a job evicted and placed again gets a new one) and no elastic member of it was evicted
-    (:meth:`~gpusched.framework.session.Session.evict_members` drops the block).
+    (:meth:`~gpusched.framework.session.Session.evict_members` drops the block). A driver's
+    :class:`~gpusched.framework.memo.CycleMemo` keeps the rows from cycle to cycle; blocks of
+    jobs that ended stay in the batch until it is laid out anew.
     """
 
-    __slots__ = ("batch", "block")
+    __slots__ = ("batch", "block", "gpu_slots")
 
     def __init__(self, gpu_slots: int) -> None:
+        self.gpu_slots = gpu_slots
         self.batch = ReleaseBatch((), gpu_slots)
         self.block: dict[JobId, tuple[object, int, int]] = {}
 
 
-def _ranges(starts: I64, counts: I64) -> I64:
+def index_ranges(starts: I64, counts: I64) -> I64:
     """``concat(arange(s, s + c) for s, c in zip(starts, counts))`` without a Python loop."""
     total = int(counts.sum())
     if not total:

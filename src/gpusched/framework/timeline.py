@@ -228,11 +228,15 @@ def _releases(session: Session, ends: list[tuple[float, JobId]]) -> tuple[Releas
     """The running jobs' allocations in order of expected end, and for each number of
     releases ``p`` the number of batch entries they cover (``offsets[p]``).
 
-    Each job's allocations are laid out once per cycle (:class:`ReleaseRows`); later calls
-    only gather the blocks in the new order."""
+    Each job's allocations are laid out once (:class:`ReleaseRows`, kept from cycle to cycle
+    by the driver's memo); later calls only gather the blocks in the new order. Once blocks of
+    jobs that ended make up more than half of the rows, they are laid out anew."""
+    slots = session.state.gpu_slots
     rows = session.release_rows
-    if rows is None:
-        rows = session.release_rows = ReleaseRows(session.state.gpu_slots)
+    if rows is None or rows.gpu_slots != slots or len(rows.batch) > 2 * _live_rows(rows) + 4096:
+        rows = session.release_rows = ReleaseRows(slots)
+        if session.snapshot.memo is not None:
+            session.snapshot.memo.release_rows = rows
     allocations = session.state.allocations
     block = rows.block
     start = len(rows.batch)
@@ -249,6 +253,11 @@ def _releases(session: Session, ends: list[tuple[float, JobId]]) -> tuple[Releas
     spans = np.array([block[j][1:] for _, j in ends], dtype=np.int64).reshape(-1, 2)
     offsets: list[int] = np.concatenate([[0], np.cumsum(spans[:, 1])]).tolist()
     return rows.batch.blocks(spans[:, 0], spans[:, 1]), offsets
+
+
+def _live_rows(rows: ReleaseRows) -> int:
+    """Rows of the blocks still listed."""
+    return sum(count for _, _, count in rows.block.values())
 
 
 def estimate_starts(session: Session, jobs: Iterable[Job]) -> dict[JobId, float]:

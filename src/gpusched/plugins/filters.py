@@ -95,32 +95,33 @@ class NodeResourcesFit:
         s = task.shape
         n = state.size
         parts: list[str] = []
-        cpu_short = int((state.cpu_free < s.cpu_milli).sum())
+        cpu_ok = state.cpu_free >= s.cpu_milli
+        mem_ok = state.mem_free >= s.memory_mib
+        cpu_short = n - int(np.count_nonzero(cpu_ok))
         if cpu_short:
             parts.append(
                 f"{cpu_short}/{n} nodes have less than {_cores(s.cpu_milli)} free "
                 f"(most free: {_cores(state.cpu_free.max(initial=0))})"
             )
-        mem_short = int((state.mem_free < s.memory_mib).sum())
+        mem_short = n - int(np.count_nonzero(mem_ok))
         if mem_short:
             parts.append(
                 f"{mem_short}/{n} nodes have less than {_gib(s.memory_mib)} memory free "
                 f"(most free: {_gib(state.mem_free.max(initial=0))})"
             )
         if s.num_gpu:
-            fits = gpu_fit_mask(state, s.num_gpu, s.gpu_milli)
-            short = int((~fits).sum())
+            counts = gpu_fit_count(state, s.gpu_milli)  # kept incrementally, no N x G pass
+            fits = counts >= s.num_gpu
+            short = n - int(np.count_nonzero(fits))
             if short:
-                best = int((state.gpu_free >= s.gpu_milli).sum(axis=1).max(initial=0))
                 parts.append(
                     f"{short}/{n} nodes have fewer than {s.num_gpu} GPU(s) with "
-                    f"{s.gpu_milli}/1000 free (best node: {best})"
+                    f"{s.gpu_milli}/1000 free (best node: {int(counts.max(initial=0))})"
                 )
-            both = int(
-                (fits & ~((state.cpu_free >= s.cpu_milli) & (state.mem_free >= s.memory_mib))).sum()
-            )
-            if both and (cpu_short or mem_short):
-                parts.append(f"{both} nodes with enough GPU lack CPU or memory")
+            if cpu_short or mem_short:
+                both = int(np.count_nonzero(fits & ~(cpu_ok & mem_ok)))
+                if both:
+                    parts.append(f"{both} nodes with enough GPU lack CPU or memory")
         elif s.mig_profile:
             parts.extend(_explain_mig(state, s.mig_profile, s.mig_count))
         return "; ".join(parts) or None

@@ -33,8 +33,11 @@ Placement quality the driver measures as it applies binds (``RunMetrics`` report
 The cycle seed is derived from the run seed and the cycle number, so a run is a pure function of
 (cluster, jobs, profile, seed): the same inputs give the same event log, byte for byte.
 
-What the driver keeps for the scheduler between cycles (the scheduler itself keeps nothing):
-running jobs and their start times, per-job eviction counts, the mean observed run time per
+What the driver keeps for the scheduler between cycles (the scheduler itself keeps nothing but
+what it derives, in the memo):
+running jobs and their start times (a new ``RunningJob`` record whenever a job's allocations
+change, so the scheduler's :class:`~gpusched.framework.memo.CycleMemo` may reuse what it derived
+from a record), per-job eviction counts, the mean observed run time per
 ``(user, kind)`` (for backfill estimates), and each queue's decayed usage for fair share, an
 exponentially weighted average of its usage with half-life ``h``::
 
@@ -60,6 +63,7 @@ from gpusched.framework import (
     Status,
 )
 from gpusched.framework.domains import task_fit
+from gpusched.framework.memo import CycleMemo
 from gpusched.framework.mig import check_mig_requests
 from gpusched.framework.quota import job_request
 from gpusched.model import (
@@ -175,6 +179,8 @@ class Simulation:
         init=False, default_factory=dict
     )
     _domain_fits: dict[tuple[object, ...], bool] = field(init=False, default_factory=dict)
+    #: Results about running jobs the scheduler keeps from cycle to cycle (speed only).
+    memo: CycleMemo = field(init=False, default_factory=CycleMemo)
 
     def __post_init__(self) -> None:
         self.state = ClusterState.from_nodes(self.nodes, network=self.network)
@@ -364,6 +370,7 @@ class Simulation:
             usage_history=self.usage_history,
             runtime_stats=self._runtime_means,
             evictions=self._evicted_counts,
+            memo=self.memo,
         )
 
     def _cycle(self) -> None:
@@ -498,6 +505,8 @@ class Simulation:
         for task in tasks:
             self._forget_memory(task)
         self.state.release_many(tasks)
+        run = self.running[job_id]  # new allocations, new record (memo contract)
+        self.running[job_id] = RunningJob(run.job, run.start, run.evictions)
         self.elastic_members_evicted += len(tasks)
         self._log("evict-members", job_id, f"{','.join(tasks)} for {for_job}")
 
