@@ -145,6 +145,8 @@ class Snapshot:
 
 
 _NUMA_FILTER = "numa-local-cpu"
+#: The memo table of pending jobs' requests and quota keys.
+_REQUESTS = "requests"
 
 
 class Session:
@@ -155,6 +157,7 @@ class Session:
         "_end_estimate",
         "_failed",
         "_filters_key",
+        "_kept_requests",
         "_refusals",
         "_requests",
         "blocked_nodes",
@@ -192,7 +195,10 @@ class Session:
         # Quota answers per (queue, quota-relevant request, preemptible), valid while the
         # usage version they were computed at holds; gang requests per job.
         self._refusals: dict[tuple[object, ...], tuple[int, Status | None]] = {}
-        self._requests: dict[JobId, Resources] = {}
+        # Per job: (the job, its gang request, its quota-memo key); kept by the memo for the
+        # next cycle (a job is immutable, so its entry holds while the job object is the same).
+        self._requests: dict[JobId, tuple[Job, Resources, tuple[object, ...] | None]] = {}
+        self._kept_requests: dict[JobId, tuple[Job, Resources, tuple[object, ...] | None]] = {}
         # Running jobs whose elastic members were evicted in this cycle (their allocations
         # no longer match what the memo knows of them).
         self.shrunk: set[JobId] = set()
@@ -215,6 +221,12 @@ class Session:
         self.restrict: np.ndarray | None = None
         self.release_rows: ReleaseRows | None = None
         memo = snapshot.memo
+        if memo is not None:  # requests and quota keys of jobs seen last cycle (same tree)
+            relevant = None if self.quota is None else self.quota.relevant
+            kept = memo.tables.get(_REQUESTS)
+            if kept is not None and kept[0] == relevant:
+                self._kept_requests = kept[1]
+            memo.tables[_REQUESTS] = (relevant, self._requests)
         if memo is not None and memo.release_rows is not None:
             # The previous cycle's rows, without the blocks of jobs no longer running.
             rows = self.release_rows = memo.release_rows
@@ -595,10 +607,16 @@ class Session:
 
     def request(self, job: Job) -> Resources:
         """``job_request(job)`` (what the gang is charged before it lands), once per cycle."""
-        req = self._requests.get(job.id)
-        if req is None:
-            req = self._requests[job.id] = job_request(job)
-        return req
+        return self._request_entry(job)[1]
+
+    def _request_entry(self, job: Job) -> tuple[Job, Resources, tuple[object, ...] | None]:
+        entry = self._requests.get(job.id)
+        if entry is None:
+            entry = self._kept_requests.get(job.id)
+            if entry is None or entry[0] is not job:
+                entry = (job, job_request(job), None)
+            self._requests[job.id] = entry
+        return entry
 
     def quota_refusal(self, job: Job) -> Status | None:
         """Why the queues keep ``job`` waiting right now, or ``None``."""
@@ -613,8 +631,10 @@ class Session:
                     f"known: {', '.join(q.name for q in quota.tree)}",
                 ),
             )
-        req = self.request(job)
-        key = (job.queue, quota.key(req), job.preemptible)
+        _, req, key = self._request_entry(job)
+        if key is None:
+            key = (job.queue, quota.key(req), job.preemptible)
+            self._requests[job.id] = (job, req, key)
         known = self._refusals.get(key)
         if known is not None and known[0] == quota.version:
             return known[1]
