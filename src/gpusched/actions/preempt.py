@@ -345,6 +345,7 @@ def _search(
     fit_filter = any(f.name == _FIT for f in session.profile.filters)
     state = session.state
     seen = evicting.seen(session, job)
+    key = (*key, len(gang))  # a job with pods bound already searches for fewer
     miss = misses.get(key)
     changed = (
         None
@@ -359,16 +360,18 @@ def _search(
         # One pod: only the victims on the node it lands on matter, so the node-local search
         # over every node is complete.
         task = gang[0]
-        if changed is not None and not _one_may_fit(
-            session, job, task, index, eligible, nodes=changed
+        if changed is not None and not _candidates(
+            session, job, task, index, eligible, nodes=changed, limit=1
         ):
             misses.record(key, state, seen)
             return None
-        local = _node_local(session, job, task, index, eligible=eligible, evicting=evicting)
-        if local == []:
+        candidates = _candidates(session, job, task, index, eligible)
+        if not candidates:  # no node can host it, whatever is evicted: no search can succeed
             misses.record(key, state, seen)
+            return None
+        local = _node_local(session, job, task, candidates, evicting)
         if local is not None:
-            return local or None
+            return local or None  # empty: it fits as it is, nothing to evict
     elif fit_filter:
         may, terms = _gang_may_fit(
             session,
@@ -394,17 +397,31 @@ def _milli(session: Session, task: Task) -> int:
     return MILLI_PER_GPU if session.profile.gpu_as_integer and s.is_sharing else s.gpu_milli
 
 
-def _one_may_fit(
-    session: Session, job: Job, task: Task, index: VictimIndex, eligible: Mask, *, nodes: Mask
-) -> bool:
-    """Whether some node of ``nodes`` passing the other filters fits ``task`` with its
-    eligible victims gone (the re-check of a one-pod miss, :mod:`.victim_misses`)."""
-    if not nodes.any():
-        return False
+#: Nodes whose first-fit prefix is cheapest that the node-local search refines exactly.
+NODE_LOCAL_CANDIDATES = 8
+
+
+def _candidates(
+    session: Session,
+    job: Job,
+    task: Task,
+    index: VictimIndex,
+    eligible: Mask,
+    *,
+    nodes: Mask | None = None,
+    limit: int = NODE_LOCAL_CANDIDATES,
+) -> list[tuple[int, list[Victim]]]:
+    """Up to ``limit`` nodes (of ``nodes``) passing every filter but the resource fit where
+    ``task`` fits once a prefix of their eligible victims is gone, cheapest prefix first
+    (:meth:`VictimIndex.first_fits`), each with its eligible victims in order."""
     session.begin_job(job)
-    static = session.feasible(task, skip=_FIT) & nodes
+    static = session.feasible(task, skip=_FIT)
+    if nodes is not None:
+        static &= nodes
+    if not static.any():
+        return []
     milli = _milli(session, task)
-    return bool(index.first_fits(session.state, task.shape, milli, eligible, nodes=static, limit=1))
+    return index.first_fits(session.state, task.shape, milli, eligible, nodes=static, limit=limit)
 
 
 def _gang_may_fit(
@@ -522,42 +539,24 @@ def _on_node(
     return kept
 
 
-#: Nodes whose first-fit prefix is cheapest that the node-local search refines exactly.
-NODE_LOCAL_CANDIDATES = 8
-
-
 def _node_local(
     session: Session,
     job: Job,
     task: Task,
-    index: VictimIndex,
-    *,
-    eligible: Mask,
+    candidates: list[tuple[int, list[Victim]]],
     evicting: _Evicting,
 ) -> list[Victim] | None:
     """The least disruptive set of victims on one node that lets ``task`` fit there.
 
-    Nodes must pass every filter but the resource fit. :meth:`VictimIndex.first_fits` finds,
+    Nodes must pass every filter but the resource fit. :meth:`VictimIndex.first_fits` found,
     on every such node at once, the first-fit prefix of its eligible victims (a gang spanning
-    nodes is a candidate on each, freeing its pods there) and keeps the
-    :data:`NODE_LOCAL_CANDIDATES` nodes with the cheapest prefixes (:func:`set_cost`). Each is
-    then refined by :func:`_on_node` (per-victim eligibility, reprieve), and the cheapest sets
-    are checked in turn with the profile's full placement. Returns the first that passes, an
-    empty list when no node can host ``task`` at all (no other search can succeed), or ``None``
-    when every candidate failed the full check (the caller falls back to the global search).
+    nodes is a candidate on each, freeing its pods there) and kept the
+    :data:`NODE_LOCAL_CANDIDATES` nodes with the cheapest prefixes (:func:`set_cost`,
+    ``candidates``, from :func:`_candidates`). Each is refined by :func:`_on_node` (per-victim
+    eligibility, reprieve), and the cheapest sets are checked in turn with the profile's full
+    placement. Returns the first that passes (empty: ``task`` fits as it is), or ``None`` when
+    every candidate failed the full check (the caller falls back to the global search).
     """
-    session.begin_job(job)
-    static = session.feasible(task, skip=_FIT)
-    candidates = index.first_fits(
-        session.state,
-        task.shape,
-        _milli(session, task),
-        eligible,
-        nodes=static,
-        limit=NODE_LOCAL_CANDIDATES,
-    )
-    if not candidates:
-        return []
     sets = []
     for node, victims in candidates:
         got = _on_node(session, node, task, victims, evicting)
