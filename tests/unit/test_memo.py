@@ -45,6 +45,10 @@ def test_steady_cycle_plans_agree_with_and_without_the_memo(
     assert first.pending == second.pending
     assert first.estimated_start == second.estimated_start
     assert first.reservations == second.reservations
+    # The same snapshot again, now with the memo this cycle left: the same plan.
+    again = schedule(with_memo, profile)
+    assert again.binds == first.binds
+    assert again.evictions == first.evictions
     # One charge per running job of the snapshot, kept for the very same records.
     memo = with_memo.memo
     assert memo is not None

@@ -32,7 +32,10 @@ fewer than ``max_evictions`` times before (a per-job disruption budget), and not
 cycle. Then:
 
 * ``reclaim``: ``P``'s queue is within its guarantee (with ``P``; nodes held for a reservation
-  are open to it: a guarantee is a promise, a reservation a plan), and victims belong to other
+  are open to it: a guarantee is a promise, a reservation a plan -- but victims off those
+  nodes are looked for first, so the reservation stands when they suffice; failing that, a
+  ``P`` that fits as it is on nodes held for another queue's job that would borrow goes there
+  with no eviction, else victims are looked for on every node), and victims belong to other
   queues that use more than their guarantee of what ``P`` is owed -- GPUs, or, when ``P`` asks
   for one GPU model, GPUs of that model (guarantees are per model too); a victim is taken only
   while its queue still borrows at least what the victim holds of it. After the reclaim ``P``
@@ -112,6 +115,8 @@ class _Evicting:
         self.min_runtime_s = min_runtime_s
         self.max_evictions = max_evictions
         self.max_attempts = max_attempts
+        # Nodes held for a reservation this cycle, while an action that ignores them runs.
+        self._held: dict[int, tuple[float, JobId]] = {}
 
     def wants(self, session: Session, job: Job) -> bool:
         raise NotImplementedError
@@ -128,16 +133,18 @@ class _Evicting:
             self._execute(session)
             return
         held, session.blocked_nodes = session.blocked_nodes, {}
+        self._held = held
         try:
             self._execute(session)
         finally:
             session.blocked_nodes = held
+            self._held = {}
 
     def _execute(self, session: Session) -> None:
         pool = [r for r in session.running.values() if self._base_eligible(session, r)]
-        if not pool:
-            return
-        lowest = min(r.job.priority for r in pool)
+        if not pool and not self.ignores_reservations:
+            return  # (a job owed quota may still fit on nodes held for a reservation)
+        lowest = min((r.job.priority for r in pool), default=0)
         # Requests that found no victims, until something is evicted: an identical request
         # (shapes, priority, queue, expected end) would find none either. Exact per-node
         # misses survive evictions and are re-checked where something changed (.victim_misses).
@@ -173,8 +180,9 @@ class _Evicting:
             if evicted is None:
                 failed.add(key)
                 continue
-            failed.clear()
-            index.remove(evicted)
+            if evicted:  # (empty: placed with no eviction)
+                failed.clear()
+                index.remove(evicted)
         if memo is not None:
             memo.tables[table] = misses.renewed()
 
@@ -307,6 +315,16 @@ class _Evicting:
             nodes = {b.node for b in session.plan.binds[before:]}
             session.plan.nominations[job.id] = tuple(sorted(nodes))
         return chosen
+
+
+def _place_as_is(session: Session, job: Job) -> bool:
+    """Place ``job`` with no eviction if it fits now (on the nodes held for reservations that
+    the caller has opened); ``False``, and ``job`` left pending, otherwise."""
+    session.begin_job(job)  # held nodes still closed admit it by its expected end
+    if not _fits(session, job):
+        return False
+    del session.plan.pending[job.id]
+    return session.place_job(job).ok  # a refusal puts it back in plan.pending
 
 
 def _fits(session: Session, job: Job) -> bool:
@@ -721,6 +739,57 @@ class Reclaim(_Evicting):
 
     def still_eligible(self, session: Session, victim: Victim, taken: list[Victim]) -> bool:
         return self._within_borrowing(session, victim, taken)
+
+    def _make_room(
+        self,
+        session: Session,
+        job: Job,
+        index: VictimIndex,
+        misses: Misses,
+        key: tuple[object, ...],
+    ) -> list[Victim] | None:
+        """Victims off the nodes held for a reservation first (the reservation stands);
+        failing that, ``job`` goes as it is, with no eviction (an empty list), onto nodes
+        held for jobs of other queues that would borrow; else victims are looked for on every
+        node."""
+        held = self._held
+        if held:
+            session.blocked_nodes = held
+            try:  # its own key: its misses saw other nodes than the search on every node
+                chosen = super()._make_room(session, job, index, misses, (*key, "off-held"))
+            finally:
+                session.blocked_nodes = {}
+            if chosen is not None:
+                return chosen
+        session.blocked_nodes = _owed_to_others(session, job, held)
+        try:
+            if _place_as_is(session, job):
+                return []
+        finally:
+            session.blocked_nodes = {}
+        return super()._make_room(session, job, index, misses, key)
+
+
+def _owed_to_others(
+    session: Session, job: Job, held: dict[int, tuple[float, JobId]]
+) -> dict[int, tuple[float, JobId]]:
+    """The nodes of ``held`` that stay closed to ``job``, owed quota: those held for a job of
+    its own queue, or for one within its queue's guarantee (a guarantee outranks another
+    queue's plan to borrow, not its own queue's order or another promise)."""
+    quota = session.quota
+    assert quota is not None
+    owners = {j.id: j for j in session.snapshot.pending}
+    keep = {}
+    for node, (start, owner_id) in held.items():
+        owner = owners.get(owner_id)
+        if (
+            owner is None
+            or owner.queue == job.queue
+            or owner.queue not in quota.tree
+            or quota.within_guarantee(owner.queue, session.request(owner))
+        ):
+            keep[node] = (start, owner_id)
+    return keep
 
 
 def _owed(session: Session, job: Job) -> str:

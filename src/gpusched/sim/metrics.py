@@ -34,7 +34,8 @@ cluster only drains, which says nothing about the policy):
   usage / weight: ``(SUM x)^2 / (n * SUM x^2)`` (1 = perfectly weighted-fair);
 * ``quota_guarantee_violations``: jobs that waited more than ``grace_s`` while within their
   queue's guarantee and other queues borrowed at least their GPU request (of the job's GPU
-  model, when it asks for one);
+  model, when it asks for one), in one stretch of waiting (it ends when the job starts); usage
+  is charged as the scheduler charges it, on the GPU models the running tasks landed on;
 * ``unplaced`` jobs by status code with the most common reason;
 * ``multi_gpu_tasks_on_best_connected_set_pct``: of the tasks with 2 or more GPUs bound on nodes
   with a GPU topology, the share whose GPUs were a best-connected set among those free just
@@ -159,10 +160,20 @@ class RunMetrics:
     def _guarantees(self, sim: Simulation) -> None:
         tree = sim.queues
         assert tree is not None
-        book = QuotaBook(
-            tree, sim.state, ((r.job.queue, job_request(r.job)) for r in sim.running.values())
-        )
+        # Charged as the scheduler charges them (Session.charge_of): on the GPU models their
+        # tasks landed on, so a queue's use of a model counts its jobs that asked for none.
+        allocations = sim.state.allocations
+        node_models = sim.state.node_models
+        charges = []
+        for run in sim.running.values():
+            held = [t for t in run.job.tasks if t.id in allocations]
+            landed = [node_models[allocations[t.id].node] for t in held]
+            charges.append((run.job.queue, job_request(run.job, landed, held)))
+        book = QuotaBook(tree, sim.state, charges)
         borrowed: dict[str, int] = {}
+        # Rebuilt every time: a job that left pending (started, rejected) forgets its wait, so
+        # one evicted again later starts a new one.
+        waiting: dict[JobId, float] = {}
         for job in sim.pending:
             if job.queue not in tree:
                 continue
@@ -174,11 +185,10 @@ class RunMetrics:
                 borrowed[resource] = sum(book.borrowed(q, resource) for q in tree.leaves())
             others = borrowed[resource] - book.borrowed(job.queue, resource)
             if book.within_guarantee(job.queue, req) and others >= req[resource] > 0:
-                since = self._waiting_since.setdefault(job.id, sim.now)
+                since = waiting[job.id] = self._waiting_since.get(job.id, sim.now)
                 if sim.now - since > self.grace_s:
                     self.violations.add(job.id)
-            else:
-                self._waiting_since.pop(job.id, None)
+        self._waiting_since = waiting
 
 
 def _time_average(t: list[float], v: list[float], end: float) -> float:
