@@ -24,14 +24,13 @@ class Norms:
     __slots__ = ("_key", "cpu", "gpu")
 
     def __init__(self) -> None:
-        self._key = -1
+        self._key: object = None  # the capacity array they were taken from (held, not its id)
         self.cpu = 1.0
         self.gpu = 1.0
 
     def update(self, state: ClusterState) -> Norms:
-        key = id(state.cpu_cap)
-        if key != self._key:
-            self._key = key
+        if state.cpu_cap is not self._key:
+            self._key = state.cpu_cap
             self.cpu = float(max(int(state.cpu_cap.max(initial=0)), 1))
             self.gpu = float(max(int(state.gpu_cap.sum(axis=1).max(initial=0)), 1))
         return self

@@ -61,7 +61,9 @@ class Fgd:
 
     def __init__(self, target: TargetWorkload) -> None:
         self.target = target
-        self._layout = -1
+        # The node list and version clock the caches are for, held (not their ids: a new
+        # state's arrays may reuse a freed one's id, and its clock restarts the stamps).
+        self._layout: tuple[object, object] | None = None
         self._frag = Fragmentation(target, ())
         self._f = np.zeros(0)
         self._f_stamp = np.zeros(0, dtype=np.int64)
@@ -80,10 +82,10 @@ class Fgd:
     # -- caches ----------------------------------------------------------------------------
 
     def _bind_layout(self, state: ClusterState) -> None:
-        key = id(state.cpu_cap)
-        if key == self._layout:
+        layout = self._layout
+        if layout is not None and layout[0] is state.cpu_cap and layout[1] is state.clock:
             return
-        self._layout = key
+        self._layout = (state.cpu_cap, state.clock)
         self._frag = Fragmentation(self.target, state.models)
         self._f = np.zeros(state.size)
         self._f_stamp = np.full(state.size, -1, dtype=np.int64)

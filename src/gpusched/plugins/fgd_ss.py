@@ -177,7 +177,9 @@ class FgdSs:
         self.alpha = alpha
         self.closed_below = closed_below
         self.cpu_share_cap = cpu_share_cap
-        self._layout = -1
+        # The node list and version clock the caches are for, held (not their ids: a new
+        # state's arrays may reuse a freed one's id, and its clock restarts the stamps).
+        self._layout: tuple[object, object] | None = None
         self._frag = CapacityFragmentation(target, (), alpha)
         self._cpu_per_gpu = np.zeros(0, dtype=np.int64)
         self._f = np.zeros(0)
@@ -206,10 +208,10 @@ class FgdSs:
     # -- caches ----------------------------------------------------------------------------
 
     def _bind_layout(self, state: ClusterState) -> None:
-        key = id(state.cpu_cap)
-        if key == self._layout:
+        layout = self._layout
+        if layout is not None and layout[0] is state.cpu_cap and layout[1] is state.clock:
             return
-        self._layout = key
+        self._layout = (state.cpu_cap, state.clock)
         self._frag = CapacityFragmentation(self.target, state.models, self.alpha)
         if self.cpu_share_cap:
             self._cpu_per_gpu = state.cpu_cap // np.maximum(state.gpu_count, 1)
