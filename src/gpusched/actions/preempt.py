@@ -21,8 +21,10 @@ Elastic members come first, then whole jobs, each by cost. The search:
    reprieve as above;
 4. evict the set for real and place ``P``.
 
-Each action skips a request identical (gang shapes, priority, queue) to one that found no
-victims since the last eviction, and may be capped at ``max_attempts`` pending jobs per cycle
+A job that fits as it is once this cycle's evictions have freed room (more than their
+preemptors took) is placed with no eviction, as backfill would place it. Each action skips a
+request identical (gang shapes, priority, queue) to one that found no victims since the last
+eviction, and may be capped at ``max_attempts`` pending jobs per cycle
 (default: no cap; in queue order, so the most urgent first).
 
 A job with ``preempts`` false (Kubernetes' ``preemptionPolicy: Never``) evicts nothing.
@@ -173,6 +175,8 @@ class _Evicting:
             )
             if key in failed or not self.wants(session, job):
                 continue
+            if session.plan.evictions and session.place_job(job).ok:
+                continue  # room freed by this cycle's evictions: it fits as it is now
             if index is None:
                 index = VictimIndex(session.state, self._victims(session, pool))
             attempts += 1
