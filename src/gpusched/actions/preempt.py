@@ -62,6 +62,7 @@ from numpy.typing import NDArray
 from gpusched.actions.victim_index import Victim, VictimIndex
 from gpusched.actions.victim_misses import Misses, Seen, kept_misses
 from gpusched.framework import Code, RunningJob, Session, Statement
+from gpusched.framework.sharing import variants
 from gpusched.model import (
     GPU,
     MILLI_PER_GPU,
@@ -73,6 +74,7 @@ from gpusched.model import (
     TaskShape,
     gpu_model_resource,
 )
+from gpusched.plugins.filters import gpu_fit_count
 
 __all__ = ["Preempt", "Reclaim", "Victim", "victims_of"]
 
@@ -175,7 +177,7 @@ class _Evicting:
             )
             if key in failed or not self.wants(session, job):
                 continue
-            if session.plan.evictions and session.place_job(job).ok:
+            if session.plan.evictions and _may_fit_now(session, job) and session.place_job(job).ok:
                 continue  # room freed by this cycle's evictions: it fits as it is now
             if index is None:
                 index = VictimIndex(session.state, self._victims(session, pool))
@@ -329,6 +331,23 @@ def _place_as_is(session: Session, job: Job) -> bool:
         return False
     del session.plan.pending[job.id]
     return session.place_job(job).ok  # a refusal puts it back in plan.pending
+
+
+def _may_fit_now(session: Session, job: Job) -> bool:
+    """Cheap necessary condition for ``job`` to fit as it is: some node has room for its first
+    unplaced pod's GPUs (the kept per-share fit counts), or CPU for a CPU-only pod; share
+    variants and MIG pods: assume yes."""
+    todo = [t for t in job.tasks[: job.min_available] if t.id not in session.state.allocations]
+    if not todo:
+        return True
+    task = todo[0]
+    s = task.shape
+    state = session.state
+    if s.mig_profile or variants(state, s) is not None:
+        return True
+    if s.num_gpu:
+        return int(gpu_fit_count(state, _milli(session, task)).max(initial=0)) >= s.num_gpu
+    return int(state.cpu_free.max(initial=0)) >= s.cpu_milli
 
 
 def _fits(session: Session, job: Job) -> bool:
