@@ -177,7 +177,7 @@ class _Evicting:
             )
             if key in failed or not self.wants(session, job):
                 continue
-            if session.plan.evictions and _may_fit_now(session, job) and session.place_job(job).ok:
+            if self._placed_as_is(session, job):
                 continue  # room freed by this cycle's evictions: it fits as it is now
             if index is None:
                 index = VictimIndex(session.state, self._victims(session, pool))
@@ -191,6 +191,19 @@ class _Evicting:
                 index.remove(evicted)
         if memo is not None:
             memo.tables[table] = misses.renewed()
+
+    def _placed_as_is(self, session: Session, job: Job) -> bool:
+        """Place ``job`` with no eviction if this cycle's evictions freed room for it, under the
+        reservations backfill honours (an action that ignores them restores them here)."""
+        if not session.plan.evictions or not _may_fit_now(session, job):
+            return False
+        if not self.ignores_reservations:
+            return session.place_job(job).ok
+        opened, session.blocked_nodes = session.blocked_nodes, self._held
+        try:
+            return session.place_job(job).ok
+        finally:
+            session.blocked_nodes = opened
 
     def cheap_check(self, session: Session, job: Job, lowest_priority: int) -> bool:
         """A quick necessary condition for ``job`` to have any victim."""
