@@ -55,13 +55,14 @@ evicted to make room can never evict its evictor in return.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
 
 from gpusched.actions.victim_index import Victim, VictimIndex
 from gpusched.actions.victim_misses import Misses, Seen, kept_misses
-from gpusched.framework import Code, RunningJob, Session, Statement
+from gpusched.framework import Code, RunningJob, Session, Statement, TieBreak
 from gpusched.framework.sharing import variants
 from gpusched.model import (
     GPU,
@@ -419,7 +420,7 @@ def _search(
         ):
             misses.record(key, state, seen)
             return None
-        candidates = _candidates(session, job, task, index, eligible)
+        candidates = _candidates(session, job, task, index, eligible, memo=key)
         if not candidates:  # no node can host it, whatever is evicted: no search can succeed
             misses.record(key, state, seen)
             return None
@@ -464,10 +465,13 @@ def _candidates(
     *,
     nodes: Mask | None = None,
     limit: int = NODE_LOCAL_CANDIDATES,
+    memo: object = None,
 ) -> list[tuple[int, list[Victim]]]:
     """Up to ``limit`` nodes (of ``nodes``) passing every filter but the resource fit where
     ``task`` fits once a prefix of their eligible victims is gone, cheapest prefix first
-    (:meth:`VictimIndex.first_fits`), each with its eligible victims in order."""
+    (:meth:`VictimIndex.first_fits`), each with its eligible victims in order. ``memo``: the
+    request's key, under which the index keeps each node's answer for the next query
+    (:meth:`VictimIndex.kept_first_fits`)."""
     session.begin_job(job)
     static = session.feasible(task, skip=_FIT)
     if nodes is not None:
@@ -475,6 +479,16 @@ def _candidates(
     if not static.any():
         return []
     milli = _milli(session, task)
+    if memo is not None:
+        return index.kept_first_fits(
+            (memo, task.shape, milli),
+            session.state,
+            task.shape,
+            milli,
+            eligible,
+            nodes=static,
+            limit=limit,
+        )
     return index.first_fits(session.state, task.shape, milli, eligible, nodes=static, limit=limit)
 
 
@@ -522,7 +536,8 @@ _FIT = "node-resources-fit"
 
 
 class _Row:
-    """One node's free CPU, memory and per-GPU shares, as victims are taken or given back."""
+    """One node's free CPU, memory and per-GPU shares, as victims are taken or given back
+    (plain Python numbers: a row is a handful of values, changed a few at a time)."""
 
     __slots__ = ("allocations", "cpu", "gpu", "mem", "milli", "node", "shape")
 
@@ -536,7 +551,7 @@ class _Row:
             MILLI_PER_GPU if session.profile.gpu_as_integer and s.is_sharing else s.gpu_milli
         )
         self.cpu, self.mem = int(state.cpu_free[node]), int(state.mem_free[node])
-        self.gpu: NDArray[np.int32] = state.gpu_free[node].copy()
+        self.gpu: list[int] = state.gpu_free[node].tolist()
 
     def add(self, victim: Victim, sign: int = 1) -> None:
         for t in victim.tasks:
@@ -550,11 +565,10 @@ class _Row:
 
     def fits(self) -> bool:
         s = self.shape
-        return (
-            self.cpu >= s.cpu_milli
-            and self.mem >= s.memory_mib
-            and int((self.gpu >= self.milli).sum()) >= s.num_gpu
-        )
+        if self.cpu < s.cpu_milli or self.mem < s.memory_mib:
+            return False
+        milli = self.milli
+        return sum(1 for free in self.gpu if free >= milli) >= s.num_gpu
 
 
 def _on_node(
@@ -617,6 +631,8 @@ def _node_local(
         if got is not None:
             sets.append(got)
     sets.sort(key=set_cost)
+    if sets and _row_check_is_placement(session, task):
+        return sets[0]
     original = session.state
     for best in sets:
         session.state = scratch = original.copy()
@@ -627,6 +643,64 @@ def _node_local(
         finally:
             session.state = original
     return None
+
+
+#: Filters whose verdict for a task without NUMA-local CPUs or MIG instances depends on the
+#: node alone, never on its free resources: evictions cannot change it.
+_STATIC_FILTERS = frozenset({"gpu-model", "node-constraints", "numa-local-cpu"})
+
+#: Score plugins and GPU pickers known to draw nothing from the cycle's random source and to
+#: keep only per-node caches stamped with node versions (or exact integer ones), so a trial
+#: placement on a scratch copy's changed nodes leaves nothing that a later placement reads.
+_DETERMINISTIC = frozenset(
+    {
+        "fgd",
+        "node-preference",
+        "gpu-topology",
+        "network-packing",
+        "best-fit-gpu",
+        "first-fit-gpu",
+        "topology-aware-gpu",
+    }
+)
+
+
+def _row_check_is_placement(session: Session, task: Task) -> bool:
+    """Whether :func:`_on_node`'s row test already answers :func:`_node_local`'s full check.
+
+    The check releases the chosen victims on a scratch copy and runs the profile's placement
+    for ``task`` (the job's one unplaced pod). It succeeds iff some node passes every filter
+    there. The candidate node ``n`` passed the filters other than the resource fit on the
+    current state (:func:`_candidates`); when those filters are static (:data:`_STATIC_FILTERS`)
+    their verdict on ``n`` stands after the release, and the resource fit on ``n`` after it is
+    exactly the row test::
+
+        cpu_n + SUM cpu(v) >= c,   mem_n + SUM mem(v) >= m,
+        #{g : gpu_n[g] + SUM gpu(v)[g] >= s} >= k
+
+    (plain GPUs: no MIG, no share variants, no NUMA-local CPUs), so the check would succeed
+    on its first set. Skipping it must also leave every later decision alone: with a
+    ``first`` tie break and deterministic plugins (:data:`_DETERMINISTIC`) the check draws no
+    random numbers, and when ``task`` fits on no node as it is the scratch placement scores
+    only nodes the release changed, whose scratch version stamps no later state carries -- so
+    no cache entry it would have made is ever read. Otherwise (``False``) the check is run.
+    """
+    profile = session.profile
+    s = task.shape
+    if (
+        profile.tie_break is not TieBreak.FIRST
+        or s.mig_profile
+        or s.numa_local_cpus
+        or session.restrict is not None
+        or profile.gpu_picker.name not in _DETERMINISTIC
+        or any(plugin.name not in _DETERMINISTIC for plugin, _ in profile.scores)
+        or any(f.name != _FIT and f.name not in _STATIC_FILTERS for f in profile.filters)
+        or variants(session.state, s) is not None
+    ):
+        return False
+    if profile.gpu_as_integer and s.is_sharing:  # as place_task sees it
+        task = Task(task.id, task.job, replace(s, gpu_milli=MILLI_PER_GPU))
+    return not session.feasible(task).any()
 
 
 def _gang_node_local(

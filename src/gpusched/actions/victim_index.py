@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -45,7 +46,7 @@ from gpusched.framework import ClusterState, RunningJob
 from gpusched.framework.state import index_ranges
 from gpusched.model import Job, JobId, QueueName, Task, TaskId, TaskShape
 
-__all__ = ["Victim", "VictimIndex"]
+__all__ = ["FirstFitMemo", "Victim", "VictimIndex"]
 
 I64 = NDArray[np.int64]
 Mask = NDArray[np.bool_]
@@ -84,12 +85,17 @@ class VictimIndex:
         self.whole: Mask = np.fromiter((v.whole for v in victims), np.bool_, count)
         self.gpu_milli: I64 = np.fromiter((v.gpu_milli for v in victims), np.int64, count)
         self.alive: Mask = np.ones(count, dtype=np.bool_)
+        #: ``touched[v]``: the :attr:`revision` at which victim ``v`` was last evicted or made
+        #: smaller (0: never), so a :class:`FirstFitMemo` can tell whose entries changed.
+        self.touched: I64 = np.zeros(count, dtype=np.int64)
+        self.revision = 0
         self._low = int(self.priority.min()) if count else 0
         self.start: NDArray[np.float64] = np.fromiter((v.run.start for v in victims), float, count)
         self.queue_names: tuple[QueueName, ...] = tuple(sorted({v.job.queue for v in victims}))
         code = {q: i for i, q in enumerate(self.queue_names)}
         self.queue: I64 = np.fromiter((code[v.job.queue] for v in victims), np.int64, count)
         self._rank: dict[int, int] = {id(v): r for r, v in enumerate(victims)}
+        self._memos: dict[object, FirstFitMemo] = {}
         self._of_job: dict[JobId, list[int]] = {}
         members: set[TaskId] = {t.id for v in victims if not v.whole for t in v.tasks}
         allocations = state.allocations
@@ -160,12 +166,15 @@ class VictimIndex:
     def remove(self, evicted: Sequence[Victim]) -> None:
         """Forget ``evicted``: a whole job takes its members with it; an evicted member leaves
         its job's whole victim smaller."""
+        self.revision += 1
         for v in evicted:
             if v.whole:
                 self.alive[self._of_job[v.job.id]] = False
+                self.touched[self._of_job[v.job.id]] = self.revision
                 continue
             self.alive[self._rank[id(v)]] = False
             whole = self._of_job[v.job.id][-1]  # a job's whole victim follows its members
+            self.touched[[self._rank[id(v)], whole]] = self.revision
             old = self.victims[whole]
             gone = {t.id for t in v.tasks}
             tasks = tuple(t for t in old.tasks if t.id not in gone)
@@ -188,31 +197,62 @@ class VictimIndex:
         """Up to ``limit`` nodes in ``nodes`` (cheapest first-fit prefix first), each with its
         eligible victims in order (module docstring). ``milli`` is the share each GPU must
         have free (the request's, or a whole GPU when the profile counts GPUs as integers)."""
+        hit, keys = self.fit_keys(state, shape, milli, eligible, nodes=nodes)
+        return self.ranked(hit, keys, eligible & self.alive, limit)
+
+    def kept_first_fits(
+        self,
+        key: object,
+        state: ClusterState,
+        shape: TaskShape,
+        milli: int,
+        eligible: Mask,
+        *,
+        nodes: Mask,
+        limit: int,
+    ) -> list[tuple[int, list[Victim]]]:
+        """:meth:`first_fits`, with each node's keys kept under ``key`` (one per request)
+        from the last query and recomputed only where they may differ (:class:`FirstFitMemo`).
+        At most :data:`KEPT_MEMOS` requests are kept, the least recently asked dropped."""
+        memo = self._memos.pop(key, None)
+        if memo is None or memo.shape != shape or memo.milli != milli:
+            memo = FirstFitMemo(shape, milli)
+        self._memos[key] = memo
+        if len(self._memos) > KEPT_MEMOS:
+            del self._memos[next(iter(self._memos))]
+        return memo.first_fits(self, state, eligible, nodes=nodes, limit=limit)
+
+    def fit_keys(
+        self, state: ClusterState, shape: TaskShape, milli: int, eligible: Mask, *, nodes: Mask
+    ) -> tuple[I64, I64]:
+        """The nodes of ``nodes`` where a prefix of the eligible victims makes room, ascending,
+        and each one's first-fit prefix cost: columns ``(whole jobs, top priority, GPUs freed,
+        evictions, rank of its last victim)``, compared in that order (module docstring).
+
+        A node's figures depend only on its own row and entries. Running sums restart at each
+        node's first entry ``s`` from the node's free resources::
+
+            run[i] = T[i] - (T[s] - free[node])      T[i] = SUM_{j <= i} x[j]  (T[s]: before s)
+        """
         take = self._entries(eligible, nodes)
         if not len(take):
-            return []
+            return _NO_HITS
         node = self.e_node[take]
         victim = self.e_victim[take]
-        count = len(take)
         opens = _changes(node)  # an entry that starts its node's segment
         starts = np.flatnonzero(opens)
         segment: I64 = np.cumsum(opens, dtype=np.int64) - 1
-        head = starts[segment]  # each entry's segment start
-
-        def running(x: I64) -> I64:
-            total = np.cumsum(x, axis=0)
-            return total - (total[starts] - x[starts])[segment]
-
-        fit = state.cpu_free[node] + running(self.e_cpu[take]) >= shape.cpu_milli
-        fit &= state.mem_free[node] + running(self.e_mem[take]) >= shape.memory_mib
+        own = node[starts]
+        fit = _running(self.e_cpu[take], starts, segment, state.cpu_free[own]) >= shape.cpu_milli
+        fit &= _running(self.e_mem[take], starts, segment, state.mem_free[own]) >= shape.memory_mib
         if shape.num_gpu:
-            gpu = state.gpu_free[node] + running(self.e_gpu[take])
-            fit &= np.count_nonzero(gpu >= milli, axis=1) >= shape.num_gpu
+            gpu = _running(self.e_gpu[take], starts, segment, state.gpu_free[own])
+            fit &= _row_counts(gpu >= milli) >= shape.num_gpu
         hits = np.flatnonzero(fit)
         if not len(hits):
-            return []
+            return _NO_HITS
         first = hits[_changes(segment[hits])]  # the first fitting entry of each node
-        lead = head[first]
+        lead = starts[segment[first]]
         whole = self.whole[victim].astype(np.int64)
         freed = self.gpu_milli[victim]
         wholes = np.cumsum(whole)
@@ -220,21 +260,31 @@ class VictimIndex:
         top = whole * (self.priority[victim] - self._low + 1)
         span = int(top.max()) + 1
         top = np.maximum.accumulate(top + segment * span) - segment * span
-        best = np.lexsort(
+        keys = np.stack(
             (
-                victim[first],  # ties: the prefix ending earliest in the victim order
-                first - lead + 1,  # evictions
-                gpus[first] - gpus[lead] + freed[lead],
-                top[first],
                 wholes[first] - wholes[lead] + whole[lead],
-            )
-        )[:limit]
+                top[first],
+                gpus[first] - gpus[lead] + freed[lead],
+                first - lead + 1,  # evictions
+                victim[first],  # ties: the prefix ending earliest in the victim order
+            ),
+            axis=1,
+        )
+        return node[first], keys
+
+    def ranked(
+        self, hit: I64, keys: I64, chosen: Mask, limit: int
+    ) -> list[tuple[int, list[Victim]]]:
+        """The ``limit`` nodes of ``hit`` with the smallest ``keys`` (:meth:`fit_keys`; ties:
+        the lower node), each with its ``chosen`` victims in order."""
+        if not len(hit):
+            return []
+        best = np.lexsort((hit, *keys.T[::-1]))[:limit]
+        victims = self.victims
         out = []
-        for pos in first[best].tolist():
-            s = int(segment[pos])
-            stop = int(starts[s + 1]) if s + 1 < len(starts) else count
-            ranks = victim[int(starts[s]) : stop].tolist()
-            out.append((int(node[pos]), [self.victims[r] for r in ranks]))
+        for n in hit[best].tolist():
+            ranks = self.e_victim[self.node_start[n] : self.node_start[n + 1]].tolist()
+            out.append((n, [victims[r] for r in ranks if chosen[r]]))
         return out
 
     def pods_bound(
@@ -248,12 +298,25 @@ class VictimIndex:
     ) -> NDArray[np.int64]:
         """Per node: pods of ``shape`` that could fit were every eligible victim evicted
         (module docstring); ``milli`` as in :meth:`first_fits`. ``nodes``: only these nodes'
-        figures are wanted (the others are returned as if they had no victims)."""
+        figures are wanted; the others are returned as zero (computing them would cost a
+        pass over every node)."""
         take = self._entries(eligible, nodes)
         node = self.e_node[take]
-        size = state.size
-        cpu = state.cpu_free + np.bincount(node, self.e_cpu[take], minlength=size).astype(np.int64)
-        mem = state.mem_free + np.bincount(node, self.e_mem[take], minlength=size).astype(np.int64)
+        if nodes is None:
+            picked = None
+            where = node
+            size = state.size
+        else:  # the picked nodes' rows only, each entry at its node's position among them
+            picked = np.flatnonzero(nodes)
+            where = np.searchsorted(picked, node)
+            size = len(picked)
+        cpu, mem, gpu = (
+            (state.cpu_free, state.mem_free, state.gpu_free)
+            if picked is None
+            else (state.cpu_free[picked], state.mem_free[picked], state.gpu_free[picked])
+        )
+        cpu = cpu + np.bincount(where, self.e_cpu[take], minlength=size).astype(np.int64)
+        mem = mem + np.bincount(where, self.e_mem[take], minlength=size).astype(np.int64)
         big = np.iinfo(np.int64).max
         pods = np.full(size, big, dtype=np.int64)
         if shape.cpu_milli:
@@ -261,13 +324,124 @@ class VictimIndex:
         if shape.memory_mib:
             pods = np.minimum(pods, mem // shape.memory_mib)
         if shape.num_gpu:
-            gpu = state.gpu_free.astype(np.int64)
+            gpu = gpu.astype(np.int64)
             if len(take):  # entries are sorted by node: one segmented sum per node
                 starts = np.flatnonzero(np.r_[True, node[1:] != node[:-1]])
-                gpu[node[starts]] += np.add.reduceat(self.e_gpu[take], starts, axis=0)
+                gpu[where[starts]] += np.add.reduceat(self.e_gpu[take], starts, axis=0)
             units = (gpu // milli).sum(axis=1)
             pods = np.minimum(pods, units // shape.num_gpu)
-        return pods
+        if picked is None:
+            return pods
+        out = np.zeros(state.size, dtype=np.int64)
+        out[picked] = pods
+        return out
+
+
+#: Requests whose first-fit keys :meth:`VictimIndex.kept_first_fits` keeps at once.
+KEPT_MEMOS = 64
+
+#: Up to this many victims changed since a memo's last query, their nodes are marked one by
+#: one; beyond it, with one pass over the entries.
+_FEW_MOVED = 32
+
+
+class FirstFitMemo:
+    """One request's first-fit keys (:meth:`VictimIndex.fit_keys`) on every node, kept from
+    query to query within one action so that each query recomputes only the nodes whose
+    answer may differ.
+
+    A node's keys depend on its row of the state, on whether it is among the asked ``nodes``,
+    on which of its entries are eligible and alive (``chosen``), and on those victims' figures
+    (a whole victim's GPUs shrink when one of its members is evicted). So, from the last query
+    to this one, the nodes to recompute are::
+
+        C = {n : stamp[n] changed}  U  {n : asked now xor then}
+            U {nodes of victims chosen now xor then, or evicted or shrunk since (touched)}
+
+    Every other node has the same row and the same chosen entries with the same figures: its
+    keys are unchanged. The answer ranks the kept keys of every node exactly as
+    :meth:`VictimIndex.first_fits` ranks freshly computed ones.
+    """
+
+    __slots__ = ("_chosen", "_hit", "_keys", "_nodes", "_revision", "_stamps", "milli", "shape")
+
+    def __init__(self, shape: TaskShape, milli: int) -> None:
+        self.shape = shape
+        self.milli = milli
+        self._stamps: I64 | None = None
+        self._nodes: Mask = np.zeros(0, dtype=np.bool_)
+        self._chosen: Mask = np.zeros(0, dtype=np.bool_)
+        self._revision = 0
+        self._hit, self._keys = _NO_HITS
+
+    def first_fits(
+        self, index: VictimIndex, state: ClusterState, eligible: Mask, *, nodes: Mask, limit: int
+    ) -> list[tuple[int, list[Victim]]]:
+        """:meth:`VictimIndex.first_fits` for this memo's request."""
+        chosen = eligible & index.alive
+        changed = self._changed(index, state, chosen, nodes)
+        if changed is None:
+            hit, keys = index.fit_keys(state, self.shape, self.milli, chosen, nodes=nodes)
+        else:
+            kept = ~changed[self._hit]
+            new, more = index.fit_keys(state, self.shape, self.milli, chosen, nodes=changed & nodes)
+            hit = np.concatenate((self._hit[kept], new))
+            keys = np.concatenate((self._keys[kept], more))
+        self._hit, self._keys = hit, keys
+        self._stamps = state.version.copy()
+        self._nodes = nodes.copy()
+        self._chosen = chosen
+        self._revision = index.revision
+        return index.ranked(hit, keys, chosen, limit)
+
+    def _changed(
+        self, index: VictimIndex, state: ClusterState, chosen: Mask, nodes: Mask
+    ) -> Mask | None:
+        """The nodes ``C`` to recompute (class docstring); ``None``: all of them."""
+        stamps = self._stamps
+        if stamps is None or len(stamps) != state.size or len(self._chosen) != len(chosen):
+            return None
+        changed: Mask = (state.version != stamps) | (nodes != self._nodes)
+        moved = (chosen != self._chosen) | (index.touched > self._revision)
+        ranks = np.flatnonzero(moved)
+        if len(ranks) > _FEW_MOVED:
+            changed[index.e_node[moved[index.e_victim]]] = True
+        else:  # a victim's nodes hold every entry of it (a smaller whole victim keeps them)
+            for r in ranks.tolist():
+                changed[list(index.victims[r].nodes)] = True
+        return changed
+
+
+_NO_HITS: tuple[I64, I64] = (np.zeros(0, dtype=np.int64), np.zeros((0, 5), dtype=np.int64))
+
+
+def _running(x: NDArray[np.integer], starts: I64, segment: I64, base: NDArray[np.integer]) -> I64:
+    """Segmented running sums of ``x`` (rows: entries, in segments starting at ``starts``;
+    ``segment``: each row's segment) plus each segment's ``base`` (:meth:`VictimIndex.fit_keys`)."""
+    total = np.zeros((len(x) + 1, *x.shape[1:]), dtype=np.int64)
+    np.cumsum(x, axis=0, out=total[1:])
+    out: I64 = total[1:] - (total[starts] - base)[segment]
+    return out
+
+
+#: Unsigned integers as wide as a row of 1, 2, 4 or 8 booleans.
+_ROW_WORDS: dict[int, type[np.unsignedinteger]] = {
+    1: np.uint8,
+    2: np.uint16,
+    4: np.uint32,
+    8: np.uint64,
+}
+
+
+def _row_counts(mask: Mask) -> NDArray[np.integer[Any]]:
+    """``out[i] = #{g : mask[i, g]}``. A row of up to 8 booleans is one machine word whose set
+    bits are the true entries (each stored as byte 1), so a population count per word gives
+    the counts in one pass (far faster than ``count_nonzero`` along an axis)."""
+    word = _ROW_WORDS.get(mask.shape[1])
+    if word is None or not mask.flags.c_contiguous or not hasattr(np, "bitwise_count"):
+        counts: NDArray[np.integer[Any]] = np.asarray(np.count_nonzero(mask, axis=1))
+        return counts
+    return np.bitwise_count(mask.view(word))[:, 0]
 
 
 def _changes(x: I64) -> Mask:

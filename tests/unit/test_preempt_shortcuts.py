@@ -1,0 +1,181 @@
+"""The victim search's shortcuts give the answers of the searches they replace.
+
+* :class:`~gpusched.actions.victim_index.FirstFitMemo` (each node's first-fit keys kept from
+  query to query, recomputed where something changed) ranks nodes exactly as a fresh
+  :meth:`~gpusched.actions.victim_index.VictimIndex.first_fits`, through evictions of whole
+  jobs and of elastic members, binds, eligibility changes and other node masks;
+* :meth:`~gpusched.actions.victim_index.VictimIndex.pods_bound` on some nodes gives those
+  nodes' figures of the full call;
+* the per-row GPU count equals ``count_nonzero`` for every width;
+* whole cycles of the cycle benchmark (cold and steady, with and without topology) plan the
+  same binds, evictions and nominations with the shortcuts as without them (no memo, and the
+  full placement check after every node-local search).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from builders import make_node, make_state
+from gpusched.actions import preempt
+from gpusched.actions.victim_index import FirstFitMemo, Victim, VictimIndex, _row_counts
+from gpusched.framework import ClusterState, Eviction, PluginContext, RunningJob, Snapshot
+from gpusched.model import MILLI_PER_GPU, Job, JobId, NodeName, Task, TaskId, TaskShape
+from gpusched.scheduler import build_profile, policy_spec, schedule
+from gpusched.sim.cycle_bench import build_cycle_setup, steady_snapshot
+
+GPUS = 4
+
+
+def _place(state: ClusterState, task: Task, rng: random.Random) -> bool:
+    s = task.shape
+    for node in rng.sample(range(state.size), state.size):
+        free = np.flatnonzero(state.gpu_free[node] >= s.gpu_milli)
+        if state.cpu_free[node] >= s.cpu_milli and len(free) >= s.num_gpu:
+            state.allocate(task, node, tuple(int(g) for g in free[: s.num_gpu]))
+            return True
+    return False
+
+
+def _shape(rng: random.Random) -> TaskShape:
+    gpus = rng.randint(0, 2)
+    milli = rng.choice([MILLI_PER_GPU, 500, 250]) if gpus == 1 else MILLI_PER_GPU
+    return TaskShape(
+        cpu_milli=rng.randint(0, 4) * 1000, memory_mib=1024, num_gpu=gpus, gpu_milli=milli
+    )
+
+
+def _cluster(rng: random.Random) -> tuple[ClusterState, list[Victim]]:
+    """Random running jobs; a job of several pods has its pods beyond the first as elastic
+    members (victims of their own, before every whole job, as the actions order them)."""
+    nodes = rng.randint(3, 8)
+    state = make_state(*(make_node(f"n{i}").gpus(GPUS).cpu(16).mem_gib(64) for i in range(nodes)))
+    members: list[Victim] = []
+    wholes: list[Victim] = []
+    for j in range(rng.randint(4, 20)):
+        tasks = []
+        for p in range(rng.randint(1, 3)):
+            task = Task(TaskId(f"j{j}-{p}"), JobId(f"j{j}"), _shape(rng))
+            if _place(state, task, rng):
+                tasks.append(task)
+        if not tasks:
+            continue
+        job = Job(JobId(f"j{j}"), tuple(tasks), priority=rng.randint(0, 3), min_available=1)
+        run = RunningJob(job, 0.0)
+        where = {t.id: state.allocations[t.id].node for t in tasks}
+        for t in reversed(tasks[1:]):
+            members.append(
+                Victim(run, (t,), False, t.shape.total_gpu_milli, frozenset({where[t.id]}))
+            )
+        held = sum(t.shape.total_gpu_milli for t in tasks)
+        wholes.append(Victim(run, tuple(tasks), True, held, frozenset(where.values())))
+    return state, members + wholes
+
+
+def _changes(
+    rng: random.Random, state: ClusterState, index: VictimIndex
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Random changes between queries; yields the eligibility and node masks to ask with."""
+    extra = 0
+    for _ in range(25):
+        alive = np.flatnonzero(index.alive).tolist()
+        what = rng.random()
+        if what < 0.35 and alive:  # evict a victim (whole job, or one member)
+            v = index.victims[rng.choice(alive)]
+            state.release_many(t.id for t in v.tasks if t.id in state.allocations)
+            index.remove([v])
+        elif what < 0.6:  # a bind elsewhere
+            extra += 1
+            _place(state, Task(TaskId(f"x{extra}"), JobId(f"x{extra}"), _shape(rng)), rng)
+        eligible = np.array([rng.random() < 0.8 for _ in range(len(index))], dtype=np.bool_)
+        nodes = np.array([rng.random() < 0.9 for _ in range(state.size)], dtype=np.bool_)
+        yield eligible, nodes
+
+
+def _same(a: list[tuple[int, list[Victim]]], b: list[tuple[int, list[Victim]]]) -> bool:
+    return [(n, [id(v) for v in vs]) for n, vs in a] == [(n, [id(v) for v in vs]) for n, vs in b]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_kept_first_fits_rank_as_fresh_ones_through_changes(seed: int) -> None:
+    rng = random.Random(seed)
+    state, victims = _cluster(rng)
+    index = VictimIndex(state, victims)
+    want = TaskShape(
+        cpu_milli=rng.randint(0, 8) * 1000,
+        memory_mib=1024,
+        num_gpu=rng.randint(1, GPUS),
+        gpu_milli=rng.choice([MILLI_PER_GPU, 500]),
+    )
+    memo = FirstFitMemo(want, want.gpu_milli)
+    for eligible, nodes in _changes(rng, state, index):
+        fresh = index.first_fits(state, want, want.gpu_milli, eligible, nodes=nodes, limit=99)
+        kept = memo.first_fits(index, state, eligible, nodes=nodes, limit=99)
+        assert _same(kept, fresh)
+        top = index.kept_first_fits(
+            "k", state, want, want.gpu_milli, eligible, nodes=nodes, limit=2
+        )
+        assert _same(top, fresh[:2])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_pods_bound_on_some_nodes_matches_the_full_call_there(seed: int) -> None:
+    rng = random.Random(seed)
+    state, victims = _cluster(rng)
+    index = VictimIndex(state, victims)
+    shape = _shape(rng)
+    milli = shape.gpu_milli or MILLI_PER_GPU
+    eligible = np.array([rng.random() < 0.7 for _ in victims], dtype=np.bool_)
+    some = np.array([rng.random() < 0.5 for _ in range(state.size)], dtype=np.bool_)
+    full = index.pods_bound(state, shape, milli, eligible)
+    part = index.pods_bound(state, shape, milli, eligible, nodes=some)
+    assert (part[some] == full[some]).all()
+    assert (part[~some] == 0).all()
+
+
+@pytest.mark.parametrize("width", range(1, 10))
+def test_row_counts_equal_count_nonzero(width: int) -> None:
+    rng = np.random.default_rng(width)
+    mask = rng.random((50, width)) < 0.5
+    assert (_row_counts(mask) == np.count_nonzero(mask, axis=1)).all()
+    strided = np.repeat(mask, 2, axis=1)[:, ::2]  # not contiguous: the plain count
+    assert (_row_counts(strided) == np.count_nonzero(mask, axis=1)).all()
+
+
+Planned = tuple[list[tuple[object, ...]], list[Eviction], dict[JobId, tuple[NodeName, ...]]]
+
+
+def _plan(snapshot: Snapshot, policy: str, shapes: list[TaskShape]) -> Planned:
+    profile = build_profile(policy_spec(policy), PluginContext(workload_hint=shapes, seed=1))
+    plan = schedule(snapshot, profile)
+    return (
+        [(b.task, b.node, b.gpus, b.gpu_milli) for b in plan.binds],
+        list(plan.evictions),
+        dict(plan.nominations),
+    )
+
+
+@pytest.mark.parametrize("policy", ["gpusched", "gpusched-topo"])
+def test_cycles_plan_the_same_without_the_shortcuts(
+    policy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    setup = build_cycle_setup(200, 400, topology=policy == "gpusched-topo")
+    shapes = [t.shape for j in setup.snapshot.pending for t in j.tasks]
+    profile = build_profile(policy_spec(policy), PluginContext(workload_hint=shapes, seed=1))
+    snapshots = [setup.snapshot, steady_snapshot(setup, profile)]
+    fast = [_plan(s, policy, shapes) for s in snapshots]
+    monkeypatch.setattr(preempt, "_row_check_is_placement", lambda session, task: False)
+    monkeypatch.setattr(
+        VictimIndex,
+        "kept_first_fits",
+        lambda self, key, state, shape, milli, eligible, *, nodes, limit: self.first_fits(
+            state, shape, milli, eligible, nodes=nodes, limit=limit
+        ),
+    )
+    slow = [_plan(s, policy, shapes) for s in snapshots]
+    assert all(len(plan[1]) > 0 for plan in fast)  # evictions: the victim search ran
+    assert fast == slow
