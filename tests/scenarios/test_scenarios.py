@@ -18,12 +18,14 @@ what must happen; this module runs them all (one test per file, named by the fil
       - job: {name: lo, replicas: 2, cpu: 8, memory: 64Gi, gpus: 4, runtime_estimate: 3600}
         start: 0
         evictions: 0           # times evicted before (disruption budget)
+        deadline: 2000         # admitted to reserved nodes, expected to end by then
         placement: [{node: a, gpus: [0, 1, 2, 3]}, {node: b, gpus: [0, 1, 2, 3]}]  # per task
                                # a MIG task: {node: a, mig: ["0:3g.40gb@4"]} (GPU:PROFILE@START)
     pending:                   # native job entries, plus tolerations, node_selector, affinity
       - {name: hi, priority: 100, cpu: 8, memory: 64Gi, gpus: 8}
     runtime_stats: [{user: alice, kind: training, mean: 1800}]
     usage_history: {team-a: {gpu: 4000}}
+    reserved: {big: 500}       # held a reservation last cycle, since then
     simulate: false            # true: run the simulator over `pending` (submit, duration)
     expect:
       binds: {hi: {nodes: [a], gpus: {a: [0, 1, 2, 3]}, tasks: 1}}   # exactly these jobs bind
@@ -35,6 +37,7 @@ what must happen; this module runs them all (one test per file, named by the fil
       reservations: {big: {start: 3600, nodes: [a]}}                  # exactly these, if given
       estimated_start: {big: 3600, never: null}                       # null: no estimate
       nominations: {hi: [a]}                                          # exactly these, if given
+      deadlines: {small: 3600}        # exactly these jobs must end by then (reserved nodes)
       moves: {lo: {nodes: [c], for: hi, tasks: 2}}   # exactly these jobs move (none if omitted)
       mig_layouts: {rc/1: {layout: ["3g.40gb@4"], was_empty: true}}   # exactly these, if given
       metrics: {preemption_loops: 0}                                  # simulate: summary values
@@ -164,6 +167,7 @@ class RunningEntry(_Strict):
     job: ScenarioJob
     start: float = 0.0
     evictions: int = Field(default=0, ge=0)
+    deadline: float | None = None
     placement: list[Placement] = Field(min_length=1, description="One per task, in task order.")
 
 
@@ -226,6 +230,9 @@ class Expect(_Strict):
         default_factory=dict, description="Per job, its estimated start; null: none given."
     )
     nominations: dict[str, list[str]] | None = None
+    deadlines: dict[str, float] | None = Field(
+        default=None, description="Exactly these jobs get a deadline (Plan.deadlines), by then."
+    )
     moves: dict[str, MoveExpect | None] = Field(default_factory=dict)
     mig_layouts: dict[str, MigLayoutExpect] | None = Field(
         default=None, description="NODE/GPU -> the layout a reconfigured MIG GPU must have."
@@ -253,6 +260,7 @@ class Scenario(_Strict):
     pending: list[ScenarioJob] = Field(default_factory=list)
     runtime_stats: list[RuntimeStat] = Field(default_factory=list)
     usage_history: dict[str, dict[str, float]] = Field(default_factory=dict)
+    reserved: dict[str, float] = Field(default_factory=dict)
     expect: Expect
 
     @model_validator(mode="after")
@@ -312,7 +320,7 @@ class Loaded:
                 mig = None if where.mig is None else tuple(mig_slice(m) for m in where.mig)
                 node = state.index[NodeName(where.node)]
                 state.allocate(task, node, tuple(where.gpus), None, mig)
-            running[job.id] = RunningJob(job, entry.start, entry.evictions)
+            running[job.id] = RunningJob(job, entry.start, entry.evictions, entry.deadline)
         return Snapshot(
             state,
             tuple(self.pending),
@@ -323,6 +331,7 @@ class Loaded:
             usage_history={QueueName(q): dict(u) for q, u in self.spec.usage_history.items()},
             runtime_stats={(s.user, s.kind): s.mean for s in self.spec.runtime_stats},
             evictions={job.id: entry.evictions for entry, job in self.running},
+            reserved={JobId(j): since for j, since in self.spec.reserved.items()},
         )
 
 
@@ -518,6 +527,9 @@ def check_plan(loaded: Loaded, plan: Plan, fails: Failures) -> None:
         got_nom = {j: sorted(n) for j, n in plan.nominations.items()}
         want_nom = {j: sorted(n) for j, n in expect.nominations.items()}
         fails.check(got_nom == want_nom, f"nominations: {got_nom}, not {want_nom}")
+    if expect.deadlines is not None:
+        got_due = {str(j): due for j, (due, _) in plan.deadlines.items()}
+        fails.check(got_due == expect.deadlines, f"deadlines: {got_due}, not {expect.deadlines}")
 
 
 def check_mig_layouts(plan: Plan, want: dict[str, MigLayoutExpect], fails: Failures) -> None:

@@ -200,3 +200,50 @@ def test_event_log_is_empty_unless_recorded() -> None:
     sim = Simulation(one_gpu_node(), built, policy_profile("fgd")).run()
     assert sim.event_log() == ""
     assert sim.records[JobId("a")].start == 0.0
+
+
+# -- reservations across cycles ----------------------------------------------------------------
+
+
+def _held_node_run() -> tuple[Simulation, list[dict[JobId, float]], dict[JobId, float | None]]:
+    """Nodes a, b (8 GPUs). At 0: r1 (4 GPUs, lands on a) and r2 (8 GPUs, on b), both running
+    far past the default estimate (1 h). At 5000 both have overrun: each is expected to run as
+    long again (end 10000). big (8 GPUs) arrives at 5000: reservation on a, from 10000.
+    guest (4 GPUs, expected to end 8600) fits only on a: admitted, deadline 10000."""
+    nodes = [make_node(n).gpus(8).cpu(64).mem_gib(512).build() for n in ("a", "b")]
+    jobs = [
+        make_job("r1").gpus(4).cpu(4).mem_gib(8).runs_for(20_000).at(0),
+        make_job("r2").gpus(8).cpu(4).mem_gib(8).runs_for(100_000).at(0),
+        make_job("big").gpus(8).cpu(4).mem_gib(8).runs_for(100).at(5000),
+        make_job("guest").gpus(4).cpu(4).mem_gib(8).runs_for(100).at(5000),
+    ]
+    built = [j.build() for j in jobs]
+    profile = policy_profile("gpusched", [t.shape for j in built for t in j.tasks])
+    sim = Simulation(nodes, built, profile, options=SimOptions(record_events=True))
+    held: list[dict[JobId, float]] = []
+    deadlines: dict[JobId, float | None] = {}
+
+    def watch(s: Simulation) -> None:
+        held.append(dict(s.reserved))
+        for job_id, run in s.running.items():
+            deadlines.setdefault(job_id, run.deadline)
+
+    sim.observers.append(watch)
+    sim.run()
+    return sim, held, deadlines
+
+
+def test_a_guest_on_held_nodes_runs_with_the_reservations_start_as_deadline() -> None:
+    _, _, deadlines = _held_node_run()
+    assert deadlines[JobId("guest")] == pytest.approx(10_000)
+    assert deadlines[JobId("r1")] is None
+    assert deadlines[JobId("big")] is None
+
+
+def test_the_reservation_holder_and_since_are_passed_to_the_next_cycles() -> None:
+    sim, held, _ = _held_node_run()
+    with_big = [h for h in held if JobId("big") in h]
+    assert with_big, "big never held a reservation"
+    assert {h[JobId("big")] for h in with_big} == {5000.0}  # since its first reservation
+    assert JobId("big") not in held[-1]  # it started: no longer held
+    assert sim.records[JobId("big")].first_start is not None

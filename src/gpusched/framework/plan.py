@@ -111,6 +111,12 @@ class Plan:
             live driver binds them once the victims are gone, and nothing else may use them.
         reservations: blocked jobs holding nodes for a future start.
         quota_holds: the job kept waiting only by borrowing that holds the borrowable quota.
+        deadlines: jobs started this cycle on nodes held for another job's reservation (they
+            were admitted because they are expected to end first), with the time they must end
+            by and the job the nodes are held for. A driver keeps the deadline on the running
+            record (:attr:`~gpusched.framework.session.RunningJob.deadline`): a job still
+            running past it may be evicted for a reservation that is due
+            (:class:`~gpusched.actions.allocate.Backfill`).
         pending: status of every job considered and left pending.
         estimated_start: expected start time of pending jobs (seconds).
         moves: running tasks restarted elsewhere this cycle (defragmentation); their jobs
@@ -125,6 +131,7 @@ class Plan:
     nominations: dict[JobId, tuple[NodeName, ...]] = field(default_factory=dict)
     reservations: dict[JobId, Reservation] = field(default_factory=dict)
     quota_holds: dict[JobId, QuotaHold] = field(default_factory=dict)
+    deadlines: dict[JobId, tuple[float, JobId]] = field(default_factory=dict)
     estimated_start: dict[JobId, float] = field(default_factory=dict)
     moves: list[Move] = field(default_factory=list)
     mig_layouts: list[MigLayout] = field(default_factory=list)

@@ -33,7 +33,7 @@ from gpusched.framework.plan import Bind, Eviction, Plan, QuotaHold
 from gpusched.framework.profile import Profile, TieBreak
 from gpusched.framework.quota import QuotaBook, job_request
 from gpusched.framework.sharing import variants
-from gpusched.framework.state import ClusterState, ReleaseRows
+from gpusched.framework.state import Allocation, ClusterState, ReleaseRows
 from gpusched.framework.statement import Statement
 from gpusched.framework.status import Code, Status
 from gpusched.model import (
@@ -106,11 +106,16 @@ class RunningOverlay:
 
 @dataclass(frozen=True, slots=True)
 class RunningJob:
-    """A job with tasks on nodes: when it started and how often it was evicted before."""
+    """A job with tasks on nodes: when it started and how often it was evicted before.
+
+    ``deadline``: set for a job started on nodes held for another job's reservation
+    (:attr:`~gpusched.framework.plan.Plan.deadlines`): the time it was expected to end by.
+    """
 
     job: Job
     start: float
     evictions: int = 0
+    deadline: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +133,9 @@ class Snapshot:
         usage_history: decayed past usage per queue (fair share), kept by the driver.
         runtime_stats: mean observed run time per ``(user, kind)``, kept by the driver.
         evictions: how often each pending job was evicted before (disruption budgets).
+        reserved: jobs that held a reservation at the end of the driver's previous cycle,
+            with the time they first got it; backfill keeps the reservation with them
+            (:class:`~gpusched.actions.allocate.Backfill`).
         memo: results about running jobs kept from the driver's previous cycle (speed only;
             see :mod:`~gpusched.framework.memo` for the contract), or ``None``.
     """
@@ -141,6 +149,7 @@ class Snapshot:
     usage_history: Mapping[QueueName, Mapping[str, float]] = field(default_factory=dict)
     runtime_stats: Mapping[tuple[str, str], float] = field(default_factory=dict)
     evictions: Mapping[JobId, int] = field(default_factory=dict)
+    reserved: Mapping[JobId, float] = field(default_factory=dict)
     memo: CycleMemo | None = field(default=None, compare=False, repr=False)
 
 
@@ -256,6 +265,19 @@ class Session:
                     mask[node] = False
         return mask
 
+    def _spare_held(self, feasible: np.ndarray) -> np.ndarray:
+        """``feasible`` without the nodes held for another job's reservation, unless only
+        those are left: a job admitted to held nodes (it ends before the reservation starts)
+        uses them as a last resort, so they drain for their reservation."""
+        if not self.blocked_nodes:
+            return feasible
+        held = [n for n, (_, owner) in self.blocked_nodes.items() if owner != self._current_job]
+        if not held or not feasible[held].any():
+            return feasible
+        spared = feasible.copy()
+        spared[held] = False
+        return spared if spared.any() else feasible
+
     def select_node(self, task: Task, feasible: np.ndarray) -> int:
         """The best feasible node for ``task`` (callers ensure one exists)."""
         return self._argmax(self.node_scores(task, feasible))
@@ -314,7 +336,7 @@ class Session:
         feasible = self.feasible(task)
         if not feasible.any():
             return self.diagnose(task) if explain else _NO_FIT
-        node = self.select_node(task, feasible)
+        node = self.select_node(task, self._spare_held(feasible))
         gpus = self.profile.gpu_picker.pick(self.ctx, task, self.state, node)
         stmt.allocate(task, node, gpus)
         return Status.success()
@@ -554,8 +576,25 @@ class Session:
             )
         if self.quota is not None:
             self.quota.charge(job.queue, self.charge_of(job))
-        self.running[job.id] = RunningJob(job, self.snapshot.now)
+        deadline = self._deadline(job, allocs)
+        self.running[job.id] = RunningJob(job, self.snapshot.now, deadline=deadline)
         self.running_epoch += 1
+
+    def _deadline(self, job: Job, allocs: Sequence[Allocation]) -> float | None:
+        """The earliest start of the reservations whose held nodes ``job`` was admitted to
+        (it was expected to end by then; :attr:`Plan.deadlines`), or ``None``."""
+        held = self.blocked_nodes
+        if not held:
+            return None
+        found: tuple[float, JobId] | None = None
+        for alloc in allocs:
+            entry = held.get(alloc.node)
+            if entry is not None and entry[1] != job.id and (found is None or entry < found):
+                found = entry
+        if found is None:
+            return None
+        self.plan.deadlines[job.id] = found
+        return found[0]
 
     def commit_tasks(self, job: Job, stmt: Statement) -> None:
         """Bind the tasks in ``stmt`` without the gang check (pod-by-pod placement); the job

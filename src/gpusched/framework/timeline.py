@@ -1,7 +1,19 @@
 """When could a blocked job start? Reservations and start-time estimates from run-time estimates.
 
-**Reservation (exact, for the head-of-line job).** Running jobs are expected to end at
-``start + estimate`` (``now + 10% of the estimate`` once they overrun it). On scratch copies of
+**Expected ends.** A running job is expected to end at ``start + est``. Once it overruns
+that, the estimate was wrong and says little more; run times are heavy-tailed (a job that has
+already run long is likely to run long again), so it is expected to run as long again as it
+has run so far, and at least a tenth of its estimate more::
+
+    end = start + est                           if now < start + est
+    end = now + max(0.1 * est, now - start)     otherwise
+
+(The earlier rule, ``now + 0.1 * est``, kept a job 60 h into a 1 h estimate "about to end"
+every cycle: reservations were placed on its node and slipped by minutes each cycle. With
+this rule the main job over 8 seeds: average wait 17.3 -> 14.2 min, p95 22.9 -> 8.8 min,
+guarantee violations 1 -> 0; docs/benchmarks.md §4.)
+
+**Reservation (exact, for the head-of-line job).** On scratch copies of
 the working state, release them in order of expected end and place the job with the profile's
 own filters and scores; the earliest release after which it fits (found by binary search) is
 the reservation's start, and the nodes it would use are held (EASY backfill).
@@ -41,7 +53,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -55,7 +67,14 @@ from gpusched.model import GPU, Job, JobId, NodeName, QueueName, Resources
 if TYPE_CHECKING:
     from gpusched.framework.session import Session
 
-__all__ = ["estimate_starts", "expected_ends", "limit_start", "quota_hold", "reserve"]
+__all__ = [
+    "estimate_starts",
+    "expected_ends",
+    "fits_after",
+    "limit_start",
+    "quota_hold",
+    "reserve",
+]
 
 _OVERRUN = 0.1
 
@@ -114,7 +133,7 @@ def expected_ends(session: Session) -> list[tuple[float, JobId]]:
             est = session.runtime_estimate(run.job)
             end = run.start + est
             if end <= now:
-                end = now + _OVERRUN * est
+                end = now + max(_OVERRUN * est, now - run.start)
             known[job_id] = end
         ends.append((end, job_id))
     ends.sort()
@@ -222,6 +241,31 @@ def _search(
             return None
         best = placed
     return Reservation(job.id, ends[lo - 1][0], best)
+
+
+def fits_after(session: Session, job: Job, releasing: Sequence[JobId]) -> set[int] | None:
+    """The nodes ``job`` would use now if the running jobs ``releasing`` ended at once
+    (node indices), or ``None`` if it would not fit even then. One trial placement on a
+    scratch copy, as the reservation search makes (:func:`reserve`)."""
+    if not releasing:
+        return None
+    batch, offsets = _releases(session, [(0.0, j) for j in releasing])
+    original = session.state
+    scratch = original.copy(allocations=False)
+    scratch.free_batch(batch, offsets[-1])
+    tasks = job.tasks[: job.min_available]
+    session.state = scratch
+    try:
+        if session.confine(job, tasks, wait=False) is not None:
+            return None
+        stmt = Statement(scratch)
+        ok = all(session.place_task(t, stmt, explain=False).ok for t in tasks)
+        nodes = {a.node for a in stmt.allocations}
+        stmt.rollback()
+    finally:
+        session.state = original
+        session.restrict = None
+    return nodes if ok else None
 
 
 def _releases(session: Session, ends: list[tuple[float, JobId]]) -> tuple[ReleaseBatch, list[int]]:

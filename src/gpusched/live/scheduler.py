@@ -37,6 +37,7 @@ from typing import Any
 from gpusched.framework import Bind, Plan, Profile
 from gpusched.live.admission import Admission
 from gpusched.live.cache import Informer
+from gpusched.live.carry import Carried
 from gpusched.live.client import ApiError, KubeClient
 from gpusched.live.dra import (
     RESOURCE_API,
@@ -167,6 +168,7 @@ class LiveScheduler:
         self._dra: DraView | None = None
         self._discovered = threading.Event()
         self._memo = SnapshotMemo()
+        self._carried = Carried()  # reservation holders and deadlines (live.carry)
         self._writes: list[Future[None]] = []
         self._assumed: dict[str, tuple[Assumed, float]] = {}
         self._reported: dict[str, tuple[str, float]] = {}
@@ -309,7 +311,8 @@ class LiveScheduler:
             self._bind_ready(live, result)
         planned = built
         if live.snapshot.pending:
-            plan = schedule(live.snapshot, self.profile)
+            plan = schedule(self._carried.apply(live.snapshot), self.profile)
+            self._carried.record(plan, live.snapshot.now)
             planned = time.perf_counter()
             self.metrics.schedule_seconds.observe(planned - built)
             self._apply(live, plan, result)

@@ -159,6 +159,7 @@ class Simulation:
     defrag_gpu_seconds_lost: float = field(init=False, default=0.0)
     last_plan: Plan | None = field(init=False, default=None)
     usage_history: dict[QueueName, dict[str, float]] = field(init=False, default_factory=dict)
+    reserved: dict[JobId, float] = field(init=False, default_factory=dict)
     _tasks: dict[TaskId, Task] = field(init=False, default_factory=dict)
     _pending: dict[JobId, Job] = field(init=False, default_factory=dict)
     _heap: EventHeap = field(init=False, default_factory=EventHeap)
@@ -370,6 +371,7 @@ class Simulation:
             usage_history=self.usage_history,
             runtime_stats=self._runtime_means,
             evictions=self._evicted_counts,
+            reserved=self.reserved,
             memo=self.memo,
         )
 
@@ -377,6 +379,8 @@ class Simulation:
         plan = schedule(self.snapshot(), self.profile)
         self.cycle += 1
         self.last_plan = plan
+        # Who holds a reservation, since when (the next snapshot's ``reserved``).
+        self.reserved = {j: self.reserved.get(j, self.now) for j in plan.reservations}
         self._apply(plan)
 
     def _apply(self, plan: Plan) -> None:
@@ -410,7 +414,8 @@ class Simulation:
                 continue  # elastic members joining a running job
             bound = sum(1 for t in rec.job.tasks if t.id in self.state.allocations)
             if bound >= rec.job.min_available:
-                self._start(rec)
+                due = plan.deadlines.get(job_id)
+                self._start(rec, None if due is None else due[0])
         for job_id, status in plan.pending.items():
             rec = self.records[job_id]
             rec.status = status
@@ -422,7 +427,7 @@ class Simulation:
         for job_id, start in plan.estimated_start.items():
             self.records[job_id].estimated_start = start
 
-    def _start(self, rec: JobRecord) -> None:
+    def _start(self, rec: JobRecord, deadline: float | None = None) -> None:
         job = rec.job
         rec.start = self.now
         if rec.first_start is None:
@@ -431,7 +436,7 @@ class Simulation:
         if rec.evictions == 0 and rec.moves == 0:  # first start only
             self._count_domains(job)
         self._pending.pop(job.id, None)
-        self.running[job.id] = RunningJob(job, self.now, rec.evictions)
+        self.running[job.id] = RunningJob(job, self.now, rec.evictions, deadline)
         # Requested GPU of what runs: the gang and any elastic members bound with it.
         placed = sum(t.shape.total_gpu_milli for t in job.tasks if t.id in self.state.allocations)
         self._placed_of[job.id] = placed
@@ -506,7 +511,7 @@ class Simulation:
             self._forget_memory(task)
         self.state.release_many(tasks)
         run = self.running[job_id]  # new allocations, new record (memo contract)
-        self.running[job_id] = RunningJob(run.job, run.start, run.evictions)
+        self.running[job_id] = RunningJob(run.job, run.start, run.evictions, run.deadline)
         self.elastic_members_evicted += len(tasks)
         self._log("evict-members", job_id, f"{','.join(tasks)} for {for_job}")
 
