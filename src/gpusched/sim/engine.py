@@ -263,6 +263,7 @@ class Simulation:
             self._arrive(job_id)
         if plan is not None:
             self._apply(plan)
+            self._keep_holders(plan)
         for obs in self.observers:
             obs(self)
 
@@ -379,9 +380,12 @@ class Simulation:
         plan = schedule(self.snapshot(), self.profile)
         self.cycle += 1
         self.last_plan = plan
-        # Who holds a reservation, since when (the next snapshot's ``reserved``).
-        self.reserved = {j: self.reserved.get(j, self.now) for j in plan.reservations}
+        self._keep_holders(plan)
         self._apply(plan)
+
+    def _keep_holders(self, plan: Plan) -> None:
+        """Who holds a reservation after ``plan``, since when (the next ``Snapshot.reserved``)."""
+        self.reserved = {j: self.reserved.get(j, self.now) for j in plan.reservations}
 
     def _apply(self, plan: Plan) -> None:
         moved = plan.moved_jobs()
