@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from gpusched.actions import ACTIONS
 from gpusched.framework import (
     FilterPlugin,
     GpuPicker,
@@ -48,6 +49,20 @@ def _table(model: type[BaseModel]) -> str:
     return "\n".join(lines)
 
 
+def _actions_table() -> str:
+    """Each registered action: what it does and the arguments ``action_args`` may give it."""
+    lines = ["| action | what it does | arguments (default) |", "|---|---|---|"]
+    for name, factory in ACTIONS.items():
+        summary = inspect.cleandoc(factory.__doc__ or "").split("\n", 1)[0]
+        params = [
+            f"`{p.name}` ({p.default!r})"
+            for p in inspect.signature(factory).parameters.values()
+            if p.default is not inspect.Parameter.empty
+        ]
+        lines.append(f"| `{name}` | {summary} | {', '.join(params) or 'none'} |")
+    return "\n".join(lines)
+
+
 def profiles_md() -> str:
     policies = "\n".join(f"| `{n}` | {s.description} |" for n, s in POLICIES.items())
     plugins = ", ".join(f"`{n}`" for n in sorted(PLUGINS))
@@ -62,6 +77,14 @@ Pass one with `gpusched simulate --profile FILE`; print a built-in one to start 
 ## Profile fields
 
 {_table(ProfileSpec)}
+
+## Actions
+
+`actions` lists them in cycle order; `action_args` gives each its arguments, e.g.
+`{{backfill: {{starve_after_s: 14400}}}}`. What each argument does is in the action's module
+docstring (`gpusched.actions`).
+
+{_actions_table()}
 
 ## Plugin entries
 

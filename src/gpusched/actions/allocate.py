@@ -126,7 +126,7 @@ class Backfill:
         if starving:  # aging (module docstring): the longest-waiting jobs go first
             first = {j.id for j in starving}
             order = [*starving, *(j for j in order if j.id not in first)]
-        overdue = _overdue(session) if self.evict_overdue else []
+        overdue = _overdue(session) if self.evict_overdue and self.reservations else []
         for job in order:
             if job.id in session.evicted:
                 continue
