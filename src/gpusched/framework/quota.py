@@ -47,6 +47,10 @@ from gpusched.model import (
 
 __all__ = ["QuotaBook", "job_request"]
 
+#: One guarantee to check a request against: queue, guarantee, the names it always
+#: constrains, whether it is given per GPU model.
+_GuaranteeCheck = tuple[QueueName, Resources, frozenset[str], bool]
+
 
 def job_request(
     job: Job, models: Sequence[str] = (), tasks: Sequence[Task] | None = None
@@ -81,7 +85,18 @@ def job_request(
 class QuotaBook:
     """Usage of every queue during one cycle, updated as jobs are placed or evicted."""
 
-    __slots__ = ("capacity", "history", "relevant", "tree", "usage", "version")
+    __slots__ = (
+        "_guarantees",
+        "_leaves",
+        "_never_pool",
+        "_paths",
+        "capacity",
+        "history",
+        "relevant",
+        "tree",
+        "usage",
+        "version",
+    )
 
     def __init__(
         self,
@@ -115,6 +130,11 @@ class QuotaBook:
         )
         #: Bumped on every charge and refund: answers about usage keyed on it stay valid.
         self.version = 0
+        # Facts of the (fixed) tree and capacity, worked out once per queue or resource.
+        self._paths: dict[QueueName, tuple[QueueName, ...]] = {}
+        self._guarantees: dict[QueueName, tuple[_GuaranteeCheck, ...]] = {}
+        self._leaves: dict[str, tuple[tuple[QueueName, int, int], ...]] = {}
+        self._never_pool: dict[QueueName, int] = {}
         totals: dict[QueueName, dict[str, int]] = {}
         for queue, req in charges:  # summed per queue first: one vector add per queue
             acc = totals.setdefault(queue, {})
@@ -129,15 +149,69 @@ class QuotaBook:
         if queue not in self.tree:
             return
         self.version += 1
-        for q in self.tree.path(queue):
+        for q in self._path(queue):
             self.usage[q] = self.usage[q] + req
 
     def refund(self, queue: QueueName, req: Resources) -> None:
         if queue not in self.tree:
             return
         self.version += 1
-        for q in self.tree.path(queue):
+        for q in self._path(queue):
             self.usage[q] = self.usage[q] - req
+
+    # -- facts of the tree (fixed for the book's life) -------------------------------------
+
+    def _path(self, queue: QueueName) -> tuple[QueueName, ...]:
+        """``tree.path(queue)``, kept."""
+        path = self._paths.get(queue)
+        if path is None:
+            path = self._paths[queue] = self.tree.path(queue)
+        return path
+
+    def _leaf_terms(self, resource: str) -> tuple[tuple[QueueName, int, int], ...]:
+        """Per leaf queue ``p``: ``(p, G_p, lend_p)`` for ``resource``, where ``lend_p`` is
+        the lending limit, or ``G_p`` when none is set for it."""
+        terms = self._leaves.get(resource)
+        if terms is None:
+            out = []
+            for p in self.tree.leaves():
+                spec = self.tree[p]
+                g = spec.guaranteed[resource]
+                lending = spec.lending_limit
+                lend = g if lending is None or resource not in lending else lending[resource]
+                out.append((p, g, lend))
+            terms = self._leaves[resource] = tuple(out)
+        return terms
+
+    def _idle_pool(self, queue: QueueName) -> int:
+        """What ``queue`` could ever borrow, with every queue idle::
+
+            C[gpu] - SUM_p G_p + SUM_{p not on path(q)} min(lend_p, G_p)
+
+        (the pool ``B_q`` of the module docstring with ``U = 0``; fixed for the book's life).
+        """
+        pool = self._never_pool.get(queue)
+        if pool is None:
+            path = self._path(queue)
+            pool = self.capacity[GPU]
+            for p, g, lend in self._leaf_terms(GPU):
+                pool -= g
+                if p not in path:
+                    pool += min(lend, g)
+            self._never_pool[queue] = pool
+        return pool
+
+    def _guarantee_checks(self, queue: QueueName) -> tuple[_GuaranteeCheck, ...]:
+        """Per queue ``a`` on ``queue``'s path: ``(a, G_a, names, per_model)``, where
+        ``names = {gpu} | names(G_a)`` and ``per_model`` says ``G_a`` is given per model."""
+        checks = self._guarantees.get(queue)
+        if checks is None:
+            out = []
+            for q in self._path(queue):
+                g = self.tree[q].guaranteed
+                out.append((q, g, frozenset({GPU, *g}), _per_model(g)))
+            checks = self._guarantees[queue] = tuple(out)
+        return checks
 
     # -- questions -------------------------------------------------------------------------
 
@@ -150,7 +224,7 @@ class QuotaBook:
 
     def limiting_queue(self, queue: QueueName, req: Resources) -> QueueName | None:
         """The first queue on ``queue``'s path whose limit ``req`` would break, or ``None``."""
-        for q in self.tree.path(queue):
+        for q in self._path(queue):
             limit = self.tree[q].limit
             if limit is not None and any(self.usage[q][x] + req[x] > c for x, c in limit.items()):
                 return q
@@ -158,7 +232,7 @@ class QuotaBook:
 
     def over_limit(self, queue: QueueName, req: Resources) -> str | None:
         """Why ``req`` would break a limit on ``queue``'s path, or ``None``."""
-        for q in self.tree.path(queue):
+        for q in self._path(queue):
             limit = self.tree[q].limit
             if limit is None:
                 continue
@@ -175,7 +249,7 @@ class QuotaBook:
         ``None``: it exceeds a limit on the path, or the part beyond the guarantees exceeds
         what could ever be borrowed, ``max_a (r - G_a) > C - SUM_p G_p + SUM_{p not on path}
         min(lend_p, G_p)``."""
-        path = self.tree.path(queue)
+        path = self._path(queue)
         for q in path:
             limit = self.tree[q].limit
             for x, cap in (limit or Resources()).items():
@@ -186,18 +260,7 @@ class QuotaBook:
                         "job smaller"
                     )
         beyond = max(max(0, req[GPU] - self.tree[q].guaranteed[GPU]) for q in path)
-        pool = self.capacity[GPU]
-        for p in self.tree.leaves():
-            spec = self.tree[p]
-            g = spec.guaranteed[GPU]
-            pool -= g
-            if p not in path:
-                lend = (
-                    g
-                    if spec.lending_limit is None or GPU not in spec.lending_limit
-                    else (spec.lending_limit[GPU])
-                )
-                pool += min(lend, g)
+        pool = self._idle_pool(queue)
         if beyond > pool:
             return (
                 f"the job needs {_fmt(GPU, beyond)} beyond queue {queue!r}'s guarantee but at "
@@ -210,14 +273,18 @@ class QuotaBook:
         """Whether ``req`` fits every guarantee on ``queue``'s path: each resource the
         guarantee names, GPUs always, and -- for a guarantee given per GPU model -- each model
         ``req`` asks for (a model it does not name is guaranteed 0)."""
-        for q in self.tree.path(queue):
-            g = self.tree[q].guaranteed
-            keys = {GPU, *g}
-            if _per_model(g):
-                keys.update(x for x in req if x.startswith(_MODEL))
-            for x in keys:
-                if req[x] and self.usage[q][x] + req[x] > g[x]:
+        for q, g, names, per_model in self._guarantee_checks(queue):
+            used = self.usage[q]
+            for x in names:
+                r = req[x]
+                if r and used[x] + r > g[x]:
                     return False
+            if per_model:
+                for x in req:
+                    if x not in names and x.startswith(_MODEL):
+                        r = req[x]
+                        if r and used[x] + r > g[x]:
+                            return False
         return True
 
     def borrowable(
@@ -226,27 +293,21 @@ class QuotaBook:
         """The pool ``B_q[resource]`` that ``queue`` may borrow from (module docstring); with
         no queue, what anyone could borrow from all lent idle guarantees. ``lent=False``: only
         capacity promised to no one (what a job that cannot be preempted may borrow)."""
-        own = set(self.tree.path(queue)) if queue is not None and queue in self.tree else set()
+        own = self._path(queue) if queue is not None and queue in self.tree else ()
         pool = self.capacity[resource]
-        for q in self.tree.leaves():
-            spec = self.tree[q]
-            g, u = spec.guaranteed[resource], self.usage[q][resource]
+        usage = self.usage
+        for q, g, lend in self._leaf_terms(resource):
+            u = usage[q][resource]
             pool -= max(g, u)
-            if q in own or not lent:
-                continue  # the queue's own idle guarantee is used, not borrowed
-            lend = (
-                g
-                if spec.lending_limit is None or resource not in spec.lending_limit
-                else (spec.lending_limit[resource])
-            )
-            pool += min(lend, max(0, g - u))
+            if lent and q not in own:  # the queue's own idle guarantee is used, not borrowed
+                pool += min(lend, max(0, g - u))
         return pool
 
     def beyond_guarantee(self, queue: QueueName, req: Resources, resource: str = GPU) -> int:
         """``b = max_{a in path(q)} max(0, r - max(0, G_a - U_a))``: the part of ``req`` that
         no guarantee on ``queue``'s path covers (what the job borrows)."""
         worst = 0
-        for q in self.tree.path(queue):
+        for q in self._path(queue):
             room = max(0, self.tree[q].guaranteed[resource] - self.usage[q][resource])
             worst = max(worst, req[resource] - room)
         return worst
@@ -257,7 +318,7 @@ class QuotaBook:
         """``max_{a in path(q)} max(0, r - G_a)``: what ``req`` would borrow with the queues on
         its path idle."""
         return max(
-            max(0, req[resource] - self.tree[q].guaranteed[resource]) for q in self.tree.path(queue)
+            max(0, req[resource] - self.tree[q].guaranteed[resource]) for q in self._path(queue)
         )
 
     def may_borrow(self, queue: QueueName, req: Resources, *, lent: bool = True) -> bool:

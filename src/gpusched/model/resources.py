@@ -14,7 +14,7 @@ Quota and fair share count resources by name in a :class:`Resources` vector:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 
 __all__ = ["CPU", "GPU", "MEMORY", "MILLI_PER_GPU", "Resources", "gpu_model_resource"]
 
@@ -44,8 +44,25 @@ class Resources(Mapping[str, int]):
         pairs = items.items() if isinstance(items, Mapping) else items
         self._items: dict[str, int] = {k: int(v) for k, v in pairs}
 
+    @classmethod
+    def _of(cls, items: dict[str, int]) -> Resources:
+        """A vector over ``items`` as given (values already ``int``; the dict is kept)."""
+        out = cls.__new__(cls)
+        out._items = items
+        return out
+
     def __getitem__(self, key: str) -> int:
         return self._items.get(key, 0)
+
+    # The views of the stored names and amounts (read-only; the same as Mapping's, faster).
+    def keys(self) -> KeysView[str]:
+        return self._items.keys()
+
+    def items(self) -> ItemsView[str, int]:
+        return self._items.items()
+
+    def values(self) -> ValuesView[int]:
+        return self._items.values()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._items)
@@ -72,13 +89,13 @@ class Resources(Mapping[str, int]):
         out = dict(self._items)
         for k, v in other.items():
             out[k] = out.get(k, 0) + v
-        return Resources(out)
+        return Resources._of(out) if isinstance(other, Resources) else Resources(out)
 
     def __sub__(self, other: Mapping[str, int]) -> Resources:
         out = dict(self._items)
         for k, v in other.items():
             out[k] = out.get(k, 0) - v
-        return Resources(out)
+        return Resources._of(out) if isinstance(other, Resources) else Resources(out)
 
     def scaled(self, factor: int) -> Resources:
         return Resources({k: v * factor for k, v in self._items.items()})

@@ -68,6 +68,7 @@ class Fgd:
         self._f = np.zeros(0)
         self._f_stamp = np.zeros(0, dtype=np.int64)
         self._shapes: dict[_ShapeKey, _ShapeCache] = {}
+        self._eyes: dict[tuple[int, int, str], NDArray[Any]] = {}
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any], ctx: PluginContext) -> Fgd:
@@ -126,15 +127,14 @@ class Fgd:
         model = state.model_id[idx]
         free = state.gpu_free[idx]
         k, width = free.shape
-        no_gpu = np.full(k, -1, dtype=np.int64)
+        sharing = s.is_sharing
         if s.num_gpu == 0:
             after_cpu, after_gpu, after_model = cpu - s.cpu_milli, free, model
-        elif s.is_sharing:
+        elif sharing:
             # One after-state per GPU of each node: k * G states.
-            options = np.repeat(free[:, None, :], width, axis=1)
-            options -= np.eye(width, dtype=options.dtype)[None, :, :] * s.gpu_milli
+            taken = np.maximum(free[:, None, :] - self._one_gpu(width, s.gpu_milli, free.dtype), 0)
             after_cpu = np.repeat(cpu - s.cpu_milli, width)
-            after_gpu = np.maximum(options.reshape(k * width, width), 0)
+            after_gpu = taken.reshape(k * width, width)
             after_model = np.repeat(model, width)
         else:
             # k GPUs with the smallest sufficient free share: sort, take the first sufficient.
@@ -146,24 +146,35 @@ class Fgd:
                 ordered - take * s.gpu_milli,
                 model,
             )
-        stale = idx[self._f_stamp[idx] != state.version[idx]]
-        if len(stale):
+        version = state.version[idx]
+        fresh = self._f_stamp[idx] != version
+        if fresh.any():
             values = self._frag(
-                np.concatenate([state.cpu_free[stale], after_cpu]),
-                np.concatenate([state.gpu_free[stale], after_gpu]),
-                np.concatenate([state.model_id[stale], after_model]),
+                np.concatenate([cpu[fresh], after_cpu]),
+                np.concatenate([free[fresh], after_gpu]),
+                np.concatenate([model[fresh], after_model]),
             )
+            stale = idx[fresh]
             self._f[stale] = values[: len(stale)]
-            self._f_stamp[stale] = state.version[stale]
+            self._f_stamp[stale] = version[fresh]
             after = values[len(stale) :]
         else:
             after = self._frag(after_cpu, after_gpu, after_model)
         before = self._f[idx]
-        if not s.is_sharing:
-            return before - after, no_gpu
+        if not sharing:
+            return before - after, np.full(k, -1, dtype=np.int64)
         per_gpu = np.where(free >= s.gpu_milli, after.reshape(k, width), np.inf)
         gpu = np.argmin(per_gpu, axis=1)
         return before - per_gpu[np.arange(k), gpu], gpu.astype(np.int64)
+
+    def _one_gpu(self, width: int, milli: int, dtype: np.dtype[Any]) -> NDArray[Any]:
+        """``E[g, h] = milli`` if ``g == h`` else 0 (``G x G``): row ``g`` takes ``milli`` from
+        GPU ``g`` only; kept per width, share and dtype."""
+        key = (width, milli, dtype.str)
+        eye = self._eyes.get(key)
+        if eye is None:
+            eye = self._eyes[key] = np.eye(width, dtype=dtype) * milli
+        return eye
 
     # -- GPU choice ------------------------------------------------------------------------
 

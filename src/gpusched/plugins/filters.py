@@ -16,7 +16,8 @@ node.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -25,7 +26,13 @@ from gpusched.framework import BoolArray, ClusterState, CycleContext
 from gpusched.framework.mig import mig_capable, mig_fit_count
 from gpusched.model import Task
 
-__all__ = ["GpuModelFilter", "NodeResourcesFit", "gpu_fit_count", "gpu_fit_mask"]
+__all__ = [
+    "GpuModelFilter",
+    "NodeResourcesFit",
+    "gpu_fit_count",
+    "gpu_fit_mask",
+    "resources_fit_mask",
+]
 
 
 def _cores(milli: int | np.integer[Any]) -> str:
@@ -36,38 +43,106 @@ def _gib(mib: int | np.integer[Any]) -> str:
     return f"{int(mib) / 1024:.1f} GiB"
 
 
-#: Distinct GPU shares whose per-node fit counts are kept (beyond it the cache starts over).
+#: Distinct GPU shares (fit counts) and requests (fit masks) whose per-node vectors are kept
+#: (beyond it that table starts over).
 _FIT_CACHE_SHARES = 64
+_FIT_CACHE_REQUESTS = 64
+#: Vectors kept per share or request, each for its own line of states (a cycle's working state
+#: and the empty state asked whether a request could ever fit alternate; one vector would be
+#: recomputed in full at every switch).
+_FIT_LINEAGES = 2
+#: A kept vector is updated row by row while at most ``1/_FIT_NEAR`` of the rows changed.
+_FIT_NEAR = 8
+
+#: Per node: the version stamps a vector was computed at, and the vector.
+_Kept = tuple[NDArray[np.int64], NDArray[Any]]
+#: Rows of a per-node vector: all of them for ``None``, else those listed.
+_Rows = Callable[[NDArray[np.intp] | None], NDArray[Any]]
 
 
 def gpu_fit_count(state: ClusterState, gpu_milli: int) -> NDArray[np.int64]:
-    """``count[n] = #{g : gpu_free[n, g] >= gpu_milli}``, kept incrementally.
+    """``count[n] = #{g : gpu_free[n, g] >= gpu_milli}``, kept incrementally (:func:`_kept`).
 
-    One count vector per share lives in the layout cache with the version stamps it was computed
-    at; a call recomputes only the rows whose stamp changed since (after a bind, one row), so a
-    cycle placing thousands of tasks pays ``O(N)`` compares per task instead of ``O(N * G)``.
-    Stamps never repeat across a state's copies, so the cache serves them all. The result is
-    read-only and valid until the state changes.
+    A cycle placing thousands of tasks pays ``O(N)`` compares per task instead of
+    ``O(N * G)``. The result is read-only and valid until the state changes.
     """
-    cache = state.layout_cache
-    key = ("gpu-fit-count", gpu_milli)
-    entry = cache.get(key)
-    if entry is None:
-        if sum(1 for k in cache if isinstance(k, tuple) and k[0] == key[0]) >= _FIT_CACHE_SHARES:
-            for k in [k for k in cache if isinstance(k, tuple) and k[0] == key[0]]:
-                del cache[k]
-        counts = (state.gpu_free >= gpu_milli).sum(axis=1)
-        stamps = state.version.copy()
-        cache[key] = (stamps, counts)
-    else:
-        stamps, counts = entry  # type: ignore[misc]
-        changed = np.flatnonzero(stamps != state.version)
-        if len(changed):
-            counts[changed] = (state.gpu_free[changed] >= gpu_milli).sum(axis=1)
-            stamps[changed] = state.version[changed]
+
+    def rows(idx: NDArray[np.intp] | None) -> NDArray[np.int64]:
+        return _count_fit(state.gpu_free if idx is None else state.gpu_free[idx], gpu_milli)
+
+    counts = _kept(state, "gpu-fit-count", gpu_milli, _FIT_CACHE_SHARES, rows)
     view = counts.view()
     view.setflags(write=False)
-    return view  # type: ignore[no-any-return]
+    return view
+
+
+def resources_fit_mask(
+    state: ClusterState, cpu_milli: int, memory_mib: int, num_gpu: int, gpu_milli: int
+) -> BoolArray:
+    """``cpu_free[n] >= cpu and mem_free[n] >= mem and #{g : gpu_free[n, g] >= m} >= k``
+    (the GPU term only for ``k > 0``), kept incrementally (:func:`_kept`); a fresh array."""
+
+    def rows(idx: NDArray[np.intp] | None) -> BoolArray:
+        cpu, mem, gpu = (
+            (state.cpu_free, state.mem_free, state.gpu_free)
+            if idx is None
+            else (state.cpu_free[idx], state.mem_free[idx], state.gpu_free[idx])
+        )
+        fit = (cpu >= cpu_milli) & (mem >= memory_mib)
+        if num_gpu:
+            fit &= _count_fit(gpu, gpu_milli) >= num_gpu
+        return fit
+
+    key = (cpu_milli, memory_mib, num_gpu, gpu_milli)
+    return _kept(state, "resources-fit", key, _FIT_CACHE_REQUESTS, rows).copy()
+
+
+def _kept(state: ClusterState, table: str, key: object, limit: int, rows: _Rows) -> NDArray[Any]:
+    """The per-node vector ``rows(None)`` of ``state``, from the vectors kept under ``key`` in
+    the layout cache's ``table`` with the version stamps they were computed at: only rows whose
+    stamp changed since are recomputed (after a bind, one row). Stamps never repeat across a
+    state's copies, so any kept vector serves any of them: the one with the fewest changed rows
+    is used, or a fresh one while fewer than :data:`_FIT_LINEAGES` are kept and none is near.
+    Valid until the state changes (the next call may update it in place)."""
+    kept = cast(dict[object, list[_Kept]], state.layout_cache.setdefault(table, {}))
+    entries = kept.get(key)
+    if entries is None:
+        if len(kept) >= limit:
+            kept.clear()
+        entries = kept[key] = []
+    return _nearest(entries, state, rows)
+
+
+def _nearest(entries: list[_Kept], state: ClusterState, rows: _Rows) -> NDArray[Any]:
+    """The kept vector nearest ``state`` (most recently used first), brought up to date; the
+    vector used moves to the front."""
+    near = state.size // _FIT_NEAR
+    best: tuple[int, NDArray[np.intp]] | None = None
+    for i, (stamps, _) in enumerate(entries):
+        changed = np.flatnonzero(stamps != state.version)
+        if best is None or len(changed) < len(best[1]):
+            best = (i, changed)
+        if len(changed) <= near:
+            break
+    if best is None or (len(best[1]) > near and len(entries) < _FIT_LINEAGES):
+        fresh = (state.version.copy(), rows(None))
+        entries.insert(0, fresh)
+        return fresh[1]
+    i, changed = best
+    stamps, values = entry = entries.pop(i)
+    entries.insert(0, entry)
+    if len(changed) > near:
+        values[:] = rows(None)
+        stamps[:] = state.version
+    elif len(changed):
+        values[changed] = rows(changed)
+        stamps[changed] = state.version[changed]
+    return values
+
+
+def _count_fit(gpu_free: NDArray[np.integer[Any]], gpu_milli: int) -> NDArray[np.int64]:
+    """``#{g : gpu_free[n, g] >= gpu_milli}`` per row."""
+    return (gpu_free >= gpu_milli).sum(axis=1)  # type: ignore[no-any-return]
 
 
 def gpu_fit_mask(state: ClusterState, num_gpu: int, gpu_milli: int) -> BoolArray:
@@ -84,12 +159,11 @@ class NodeResourcesFit:
 
     def filter(self, ctx: CycleContext, task: Task, state: ClusterState) -> BoolArray:
         s = task.shape
-        mask = (state.cpu_free >= s.cpu_milli) & (state.mem_free >= s.memory_mib)
-        if s.num_gpu:
-            mask &= gpu_fit_mask(state, s.num_gpu, s.gpu_milli)
-        elif s.mig_profile:
+        if s.mig_profile and not s.num_gpu:
+            mask = (state.cpu_free >= s.cpu_milli) & (state.mem_free >= s.memory_mib)
             mask &= mig_fit_count(state, s.mig_profile) >= s.mig_count
-        return mask
+            return mask
+        return resources_fit_mask(state, s.cpu_milli, s.memory_mib, s.num_gpu, s.gpu_milli)
 
     def explain(self, ctx: CycleContext, task: Task, state: ClusterState) -> str | None:
         s = task.shape

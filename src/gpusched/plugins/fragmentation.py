@@ -33,6 +33,23 @@ I64 = NDArray[np.int64]
 
 #: Batches at least this large are deduplicated before evaluation.
 _DEDUP_AT = 128
+#: Batches at least this large are deduplicated by hashing (cheaper than comparing whole rows
+#: when there are many; below it, the fixed cost of the extra steps outweighs the saving).
+_HASH_AT = 1024
+#: Odd 64-bit multipliers of the row hash, one per column (reused past the 8th).
+_MIX = np.array(
+    [
+        0x9E3779B97F4A7C15,
+        0xC2B2AE3D27D4EB4F,
+        0x165667B19E3779F9,
+        0xD6E8FEB86659FD93,
+        0xFF51AFD7ED558CCD,
+        0xC4CEB9FE1A85EC53,
+        0x27D4EB2F165667C5,
+        0x94D049BB133111EB,
+    ],
+    dtype=np.uint64,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,14 +117,21 @@ class Fragmentation:
     (``-1``, no GPU, selects the last row, which is all false).
     """
 
-    __slots__ = ("_cpu", "_milli", "_num", "_prob", "_static")
+    __slots__ = ("_column", "_cpu", "_num", "_prob", "_static", "_thresholds")
 
     def __init__(self, target: TargetWorkload, models: Sequence[GpuModel]) -> None:
-        self._milli = target.milli[None, :, None]
+        needs_gpu = target.num > 0
+        # The distinct per-GPU shares of the types that need GPUs (a few, where types are many):
+        # per-GPU tests run once per share; ``_column[m]`` is type m's share (0 for CPU-only
+        # types, whose ``_static`` entries are all false).
+        thresholds, column = np.unique(target.milli[needs_gpu], return_inverse=True)
+        self._thresholds = (thresholds if len(thresholds) else np.zeros(1, np.int64))[None, :, None]
+        self._column = np.zeros(len(target), dtype=np.intp)
+        self._column[needs_gpu] = column.ravel()
         self._num = target.num[None, :]
         self._cpu = target.cpu[None, :]
         self._prob = target.prob
-        self._static = (target.model_table(models) & (target.num > 0)[:, None]).T.copy()
+        self._static = (target.model_table(models) & needs_gpu[:, None]).T.copy()
 
     def __call__(
         self, cpu_free: I64, gpu_free: NDArray[np.integer], model_id: I64
@@ -119,30 +143,89 @@ class Fragmentation:
         of a pool look alike.
         """
         if len(cpu_free) >= _DEDUP_AT:
-            rows = np.concatenate(
-                [model_id[:, None], cpu_free[:, None], np.sort(gpu_free, axis=1)], axis=1
-            ).astype(np.int64)
-            rows = np.ascontiguousarray(rows)
-            keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
-            _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+            first, inverse = _distinct(model_id, cpu_free, np.sort(gpu_free, axis=1))
             if len(first) < len(cpu_free) // 2:
                 values = self._evaluate(cpu_free[first], gpu_free[first], model_id[first])
-                return np.asarray(values[inverse.ravel()], dtype=np.float64)
+                return np.asarray(values[inverse], dtype=np.float64)
         return self._evaluate(cpu_free, gpu_free, model_id)
 
     def _evaluate(
         self, cpu_free: I64, gpu_free: NDArray[np.integer], model_id: I64
     ) -> NDArray[np.float64]:
+        """``F(n)`` for each state, per share ``u`` then per type ``m`` (with share ``u_m``)::
+
+            count[n, u] = #{g : f_g >= u},   usable[n, u] = SUM_{g : f_g >= u} f_g
+            frag[n, m]  = idle(n) - usable[n, u_m]   if type m fits n, else idle(n)
+            F(n)        = frag[n, :] @ p
+
+        The integer matrix ``frag`` is exact; the product with ``p`` is the only rounding step
+        (its bits depend on the batch's size, so batches are kept as callers form them).
+        """
         free = gpu_free[:, None, :]
-        ok = free >= self._milli  # (k, M, G)
+        ok = free >= self._thresholds  # (k, U, G), U distinct shares
+        count = ok.sum(axis=2)[:, self._column]  # (k, M)
+        usable = (ok * free).sum(axis=2)[:, self._column]
         idle = gpu_free.sum(axis=1)[:, None]
-        usable = (ok * free).sum(axis=2)
-        host = (
-            (ok.sum(axis=2) >= self._num)
-            & (cpu_free[:, None] >= self._cpu)
-            & self._static[model_id]
-        )
+        host = (count >= self._num) & (cpu_free[:, None] >= self._cpu) & self._static[model_id]
         return np.asarray(np.where(host, idle - usable, idle) @ self._prob, dtype=np.float64)
+
+
+def _distinct(
+    model_id: I64, cpu_free: I64, ordered: NDArray[np.integer]
+) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """The distinct states among rows ``(model_id, cpu_free, ordered)`` (``ordered``: GPU
+    shares sorted per row): ``first[i]``, the first row of the ``i``-th distinct state, and
+    ``inverse[r]``, the distinct state of row ``r``.
+
+    States are numbered in the order of their row bytes (``int64`` fields; ``np.unique`` over
+    ``void`` keys), which fixes the batch :meth:`Fragmentation._evaluate` sees, hence the bits
+    of ``F``. Large inputs are grouped by a hash first (:func:`_distinct_by_hash`); the answer
+    is the same.
+    """
+    if len(model_id) >= _HASH_AT:
+        found = _distinct_by_hash(model_id, cpu_free, ordered)
+        if found is not None:
+            return found
+    rows = _rows(model_id, cpu_free, ordered)
+    _, first, inverse = np.unique(_void_keys(rows), return_index=True, return_inverse=True)
+    return first, inverse.ravel()
+
+
+def _rows(model_id: I64, cpu_free: I64, ordered: NDArray[np.integer]) -> I64:
+    """``[model_id, cpu_free, ordered...]`` per row, as contiguous ``int64``."""
+    rows = np.concatenate([model_id[:, None], cpu_free[:, None], ordered], axis=1)
+    return np.ascontiguousarray(rows.astype(np.int64))
+
+
+def _void_keys(rows: I64) -> NDArray[np.void]:
+    """Each row of ``rows`` as one ``void`` item (compared and ordered by its bytes)."""
+    return rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
+
+
+def _distinct_by_hash(
+    model_id: I64, cpu_free: I64, ordered: NDArray[np.integer]
+) -> tuple[NDArray[np.intp], NDArray[np.intp]] | None:
+    """:func:`_distinct` through a 64-bit hash of each row, or ``None`` if two different
+    states share a hash (then the caller compares whole rows)::
+
+        h(r) = SUM_c mix_c * row_c[r]   (mod 2^64)
+
+    Rows are grouped by ``h`` (stable: each group's first row is the first occurrence);
+    every row is checked equal to its group's first, so groups are exactly the distinct
+    states; the groups are then ordered by their rows' bytes, as ``np.unique`` orders them.
+    """
+    columns = [model_id, cpu_free, *(ordered[:, g] for g in range(ordered.shape[1]))]
+    h = np.zeros(len(model_id), dtype=np.uint64)
+    for c, column in enumerate(columns):
+        h += column.astype(np.uint64) * _MIX[c % len(_MIX)]
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    if not all(np.array_equal(x[first][inverse], x) for x in (model_id, cpu_free, ordered)):
+        return None
+    perm = np.argsort(_void_keys(_rows(model_id[first], cpu_free[first], ordered[first])))
+    rank = np.empty(len(perm), dtype=np.intp)
+    rank[perm] = np.arange(len(perm))
+    return first[perm], rank[inverse]
 
 
 def cluster_fragmentation(state: ClusterState, target: TargetWorkload) -> float:
