@@ -11,6 +11,8 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Mapping
+from typing import cast
 
 import numpy as np
 import pytest
@@ -57,7 +59,8 @@ def _per_type_matrix(
         & (cpu_free[:, None] >= TARGET.cpu[None, :])
         & static[model_id]
     )
-    return np.where(host, idle - usable, idle)
+    out: np.ndarray = np.where(host, idle - usable, idle)
+    return out
 
 
 def _random_states(rng: np.random.Generator, k: int) -> tuple[np.ndarray, ...]:
@@ -159,7 +162,7 @@ REQUESTS = [(4000, 1024, 1, 500), (8000, 0, 2, 1000), (1000, 0, 0, 0), (20000, 6
 def test_kept_vectors_follow_a_state_its_copies_and_its_empty_state() -> None:
     state = _cluster()
     empty = state.empty()
-    steps = [
+    steps: list[Callable[[ClusterState], object]] = [
         lambda s: occupy(s, "n0", gpus=(0,), gpu_milli=700, cpu_milli=8000),
         lambda s: occupy(s, "n1", gpus=(0, 1), cpu_milli=20000, memory_mib=65536),
         lambda s: occupy(s, "n2", gpus=(3,), gpu_milli=300),
@@ -298,8 +301,9 @@ def test_resources_views_and_arithmetic() -> None:
     total = a + Resources({"gpu": 500, "memory": 3})
     assert total == Resources({"gpu": 1500, "memory": 3})
     assert "cpu" in total
-    left = a - {"gpu": np.int64(250)}
+    # NumPy integers (as array sums give) come back as Python ints.
+    left = a - cast("Mapping[str, int]", {"gpu": np.int64(250)})
     assert left["gpu"] == 750
     assert type(left["gpu"]) is int
-    assert type((a + {"cpu": np.int32(2)})["cpu"]) is int
+    assert type((a + cast("Mapping[str, int]", {"cpu": np.int32(2)}))["cpu"]) is int
     assert hash(a - a) == hash(Resources())
