@@ -188,31 +188,13 @@ def _search(
         ends = ends[: bisect.bisect_right(ends, (until, _LAST_ID))]
     if not ends:
         return None
-    original = session.state
-    tasks = job.tasks[: job.min_available]
     batch, offsets = _releases(session, ends)
     confining = job.topology is not None and (one_domain or job.topology.required)
 
     def fits(releases: int, *, place: bool = False) -> tuple[NodeName, ...] | None:
-        scratch = original.copy(allocations=False)
-        scratch.free_batch(batch, offsets[releases])
-        if int(scratch.gpu_idle.sum()) < job.gpu_milli:
-            return None
-        session.state = scratch
-        try:
-            # Network domain of a gang that asks for one (None: no request, no restriction).
-            if session.confine(job, tasks, one_domain=one_domain, wait=False) is not None:
-                return None
-            if confining and session.restrict is not None and not place:
-                return ()
-            stmt = Statement(scratch)
-            ok = all(session.place_task(t, stmt, explain=False).ok for t in tasks)
-            nodes = tuple(dict.fromkeys(scratch.names[a.node] for a in stmt.allocations))
-            stmt.rollback()
-        finally:
-            session.state = original
-            session.restrict = None
-        return nodes if ok else None
+        return _trial(
+            session, job, batch, offsets[releases], one_domain, quick=confining and not place
+        )
 
     if not exact:
         return None if fits(len(ends)) is None else Reservation(job.id, ends[-1][0], ())
@@ -245,22 +227,45 @@ def _search(
 
 def fits_after(session: Session, job: Job, releasing: Sequence[JobId]) -> set[int] | None:
     """The nodes ``job`` would use now if the running jobs ``releasing`` ended at once
-    (node indices), or ``None`` if it would not fit even then. One trial placement on a
-    scratch copy, as the reservation search makes (:func:`reserve`)."""
+    (node indices), or ``None`` if it would not fit even then: one trial placement, as the
+    reservation search makes (:func:`reserve`)."""
     if not releasing:
         return None
     batch, offsets = _releases(session, [(0.0, j) for j in releasing])
+    nodes = _trial(session, job, batch, offsets[-1], one_domain=False, quick=False)
+    index = session.state.index
+    return None if nodes is None else {index[n] for n in nodes}
+
+
+def _trial(
+    session: Session,
+    job: Job,
+    batch: ReleaseBatch,
+    upto: int,
+    one_domain: bool,
+    *,
+    quick: bool,
+) -> tuple[NodeName, ...] | None:
+    """Place ``job``'s gang on a scratch copy of the working state with the first ``upto``
+    entries of ``batch`` released; the nodes it would use, or ``None`` if it does not fit.
+    ``quick``: a gang confined to a network domain answers from the domain's room alone
+    (``()`` when it has room) without placing."""
     original = session.state
-    scratch = original.copy(allocations=False)
-    scratch.free_batch(batch, offsets[-1])
     tasks = job.tasks[: job.min_available]
+    scratch = original.copy(allocations=False)
+    scratch.free_batch(batch, upto)
+    if int(scratch.gpu_idle.sum()) < job.gpu_milli:
+        return None
     session.state = scratch
     try:
-        if session.confine(job, tasks, wait=False) is not None:
+        # Network domain of a gang that asks for one (None: no request, no restriction).
+        if session.confine(job, tasks, one_domain=one_domain, wait=False) is not None:
             return None
+        if quick and session.restrict is not None:
+            return ()
         stmt = Statement(scratch)
         ok = all(session.place_task(t, stmt, explain=False).ok for t in tasks)
-        nodes = {a.node for a in stmt.allocations}
+        nodes = tuple(dict.fromkeys(scratch.names[a.node] for a in stmt.allocations))
         stmt.rollback()
     finally:
         session.state = original
