@@ -22,11 +22,11 @@ own actions, reading the cycle's session):
   ``reclaim`` for job ``J`` of queue ``q`` in a cycle):
   (a) the victim's queue still borrowed GPUs (usage above its GPU guarantee) just before that
   victim was taken, counting the victims taken before it in the cycle -- reclaim takes only
-  what was borrowed; (b) ``J`` binds in that same cycle, so the GPUs taken back go to the
-  owner, not back to a borrower; (c) after the cycle, ``q`` and each of its ancestors use no
-  more GPUs than they are guaranteed -- ``J`` did not borrow, so it cannot be reclaimed in
-  turn. (a) and (b, c) are two tests, expected failures today (see their xfail reasons); an
-  explicit example reproduces each bug, so the strict marks fail the day a bug is fixed.
+  from borrowers, and (gangs being whole) at most its last victim of a queue may take that
+  queue below its guarantee; (b) ``J`` binds in that same cycle, so the GPUs taken back go to
+  the owner, not back to a borrower; (c) after the cycle, ``q`` and each of its ancestors use
+  no more GPUs than they are guaranteed -- ``J`` did not borrow, so it cannot be reclaimed in
+  turn. (a) and (b, c) are two tests, each with an explicit example of a bug it once found.
 """
 
 from __future__ import annotations

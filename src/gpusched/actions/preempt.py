@@ -40,8 +40,13 @@ cycle. Then:
   with no eviction, else victims are looked for on every node), and victims belong to other
   queues that use more than their guarantee of what ``P`` is owed -- GPUs, or, when ``P`` asks
   for one GPU model, GPUs of that model (guarantees are per model too); a victim is taken only
-  while its queue still borrows at least what the victim holds of it. After the reclaim ``P``
-  is within guarantee, so it can never be reclaimed back.
+  while its queue still borrows at least what the victim holds of it. Failing that
+  (``overshoot``, on by default), victims are looked for again with a queue's victims taken
+  while it still borrows anything: gangs are whole, so a borrower whose borrowed GPUs sit in a
+  gang larger than what it borrows could otherwise keep an owner from its guarantee forever
+  (whole-node jobs behind fragmented room); its last victim takes it below its guarantee by less
+  than that victim's size, and the victim can never reclaim back (with it, its queue would
+  borrow). After the reclaim ``P`` is within guarantee, so it can never be reclaimed back.
 * ``preempt``: victims have strictly lower priority than ``P``; across queues only when ``P``
   stays within its queue's guarantee (otherwise ``P`` would be borrowing and could be reclaimed,
   which is how preemption loops start), and only from queues that borrow, no more than they
@@ -267,7 +272,12 @@ class _Evicting:
             for v in taken
             if v.job.queue == q and not (victim.whole and v.job.id == victim.job.id)
         )
-        return quota.borrowed(q, res) - already >= held
+        left = quota.borrowed(q, res) - already
+        return left > 0 if self._overshooting else left >= held
+
+    # Whether a borrower may be taken while its queue borrows anything at all (Reclaim's
+    # fallback: its last victim may take it below its guarantee), not only what the victim holds.
+    _overshooting = False
 
     def still_eligible(self, session: Session, victim: Victim, taken: list[Victim]) -> bool:
         """Whether ``victim`` may still be taken once ``taken`` are evicted."""
@@ -836,6 +846,18 @@ class Reclaim(_Evicting):
     # nodes held for the head-of-line job (whose start moves back accordingly).
     ignores_reservations = True
 
+    def __init__(
+        self,
+        min_runtime_s: float = 300.0,
+        max_evictions: int = 3,
+        max_attempts: int | None = None,
+        overshoot: bool = True,
+    ) -> None:
+        """``overshoot``: when no victim set within what borrowers borrow lets the job fit, a
+        borrower's last victim may take its queue below its guarantee (module docstring)."""
+        super().__init__(min_runtime_s, max_evictions, max_attempts)
+        self.overshoot = overshoot
+
     def wants(self, session: Session, job: Job) -> bool:
         quota = session.quota
         return (
@@ -877,7 +899,14 @@ class Reclaim(_Evicting):
                 return []
         finally:
             session.blocked_nodes = {}
-        return super()._make_room(session, job, index, misses, key)
+        chosen = super()._make_room(session, job, index, misses, key)
+        if chosen is not None or not self.overshoot:
+            return chosen
+        self._overshooting = True
+        try:  # its own key: it may take victims the search within borrowing may not
+            return super()._make_room(session, job, index, misses, (*key, "overshoot"))
+        finally:
+            self._overshooting = False
 
 
 def _owed_to_others(
