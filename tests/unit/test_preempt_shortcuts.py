@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from builders import make_node, make_state
-from gpusched.actions import preempt
+from gpusched.actions import victim_local
 from gpusched.actions.victim_index import FirstFitMemo, Victim, VictimIndex, _row_counts
 from gpusched.framework import ClusterState, Eviction, PluginContext, RunningJob, Snapshot
 from gpusched.model import MILLI_PER_GPU, Job, JobId, NodeName, Task, TaskId, TaskShape
@@ -168,7 +168,7 @@ def test_cycles_plan_the_same_without_the_shortcuts(
     profile = build_profile(policy_spec(policy), PluginContext(workload_hint=shapes, seed=1))
     snapshots = [setup.snapshot, steady_snapshot(setup, profile)]
     fast = [_plan(s, policy, shapes) for s in snapshots]
-    monkeypatch.setattr(preempt, "_row_check_is_placement", lambda session, task: False)
+    monkeypatch.setattr(victim_local, "row_check_is_placement", lambda session, task: False)
     monkeypatch.setattr(
         VictimIndex,
         "kept_first_fits",

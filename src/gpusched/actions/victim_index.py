@@ -1,6 +1,6 @@
 """The victims of one disruptive action as flat arrays, so a preemptor's search is vector work.
 
-A *victim* (:class:`~gpusched.actions.preempt.Victim`) is one elastic member of a running job or
+A *victim* (:class:`Victim`) is one elastic member of a running job or
 a whole job. The index holds one *entry* per (victim, node): what evicting the victim frees on
 that node. Entries are ordered by node, then by the victim order (cheapest first). An elastic
 member's entry holds its one pod; a whole job's entry holds its pods on the node *except* its
@@ -17,7 +17,7 @@ resources after taking its eligible entries ``e_1 .. e_j`` in order are::
 all computed at once as one segmented cumulative sum over the entries. The first ``j`` with
 ``cpu_n(j) >= c``, ``mem_n(j) >= m`` and ``#{g : gpu_n(j)[g] >= s} >= k`` ends node ``n``'s
 *first-fit prefix*; its cost -- whole jobs, their highest priority, GPUs freed, evictions (the
-order :func:`~gpusched.actions.preempt.set_cost` compares) -- is a segmented cumulative sum (a
+order :func:`~gpusched.actions.victim_fit.set_cost` compares) -- is a segmented cumulative sum (a
 segmented running maximum for the priority) too. :meth:`VictimIndex.first_fits` returns the
 nodes with the cheapest prefixes, which the caller then refines exactly.
 

@@ -24,10 +24,10 @@ answer cannot have turned from "no" into "yes". Stamps come from one clock share
 driver's state and every working copy, so equal stamps mean equal contents across cycles too.
 Two searches are exact per node and can be re-checked on ``C`` alone:
 
-* **one pod, node-local** (:func:`~gpusched.actions.preempt._node_local`): no node passing the
+* **one pod, node-local** (:func:`~gpusched.actions.victim_local.node_local`): no node passing the
   other filters fits the pod even with every eligible victim on it gone. The retry asks
   :meth:`~gpusched.actions.victim_index.VictimIndex.first_fits` about the nodes of ``C``.
-* **gang bound** (:func:`~gpusched.actions.preempt._gang_may_fit`): per pod shape ``s`` with
+* **gang bound** (:func:`~gpusched.actions.victim_search._gang_may_fit`): per pod shape ``s`` with
   ``k_s`` pods, ``SUM_n min(pods_n, k_s) < k_s`` over feasible nodes. The miss keeps each
   node's term; the retry recomputes the terms of ``C`` and the sum.
 

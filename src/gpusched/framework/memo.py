@@ -5,7 +5,7 @@ cycle ago too. Several parts of the cycle derive something from each running job
 that cannot change while the job runs: its quota charge
 (:meth:`~gpusched.framework.session.Session.charge_of`), its rows in the reservation search's
 release batch (:class:`~gpusched.framework.state.ReleaseRows`) and its preemption victims
-(:mod:`gpusched.actions.preempt`). A driver that passes the same :class:`CycleMemo` with each
+(:mod:`gpusched.actions.evicting`). A driver that passes the same :class:`CycleMemo` with each
 :class:`~gpusched.framework.session.Snapshot` lets a cycle reuse them.
 
 **Contract (for drivers):** a :class:`~gpusched.framework.session.RunningJob` object stands for

@@ -1,0 +1,337 @@
+"""The evicting actions' common cycle (``reclaim`` and ``preempt``, :mod:`.preempt`): which
+pending jobs try, what victims exist, and how a chosen set is evicted and the job placed.
+
+For each unschedulable pending job in queue order: skip it if an identical request found no
+victims since the last eviction, or if the cycle's evictions freed room for it as it is (then
+it is placed with none); otherwise search (:func:`~gpusched.actions.victim_search.search_victims`),
+evict the set and place the job on the freed capacity, nominated for those nodes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpusched.actions.victim_fit import Mask, fits, share_needed
+from gpusched.actions.victim_index import Victim, VictimIndex
+from gpusched.actions.victim_misses import Misses, Seen, kept_misses
+from gpusched.actions.victim_search import search_victims
+from gpusched.framework import Code, RunningJob, Session
+from gpusched.framework.sharing import variants
+from gpusched.model import (
+    GPU,
+    Job,
+    JobId,
+    QueueName,
+    gpu_model_resource,
+)
+from gpusched.plugins.filters import gpu_fit_count
+
+__all__ = ["Evicting", "held_of", "may_fit_now", "owed", "place_as_is", "victims_of"]
+
+
+def victims_of(session: Session, run: RunningJob) -> list[Victim]:
+    """Each elastic member ``run`` holds beyond its gang (last bound first), then the whole
+    job."""
+    allocations = session.state.allocations
+    bound = [(t, a) for t in run.job.tasks if (a := allocations.get(t.id)) is not None]
+    out = []
+    extra = len(bound) - run.job.min_available
+    for task, alloc in reversed(bound[len(bound) - extra :] if extra > 0 else []):
+        out.append(Victim(run, (task,), False, task.shape.total_gpu_milli, frozenset({alloc.node})))
+    out.append(
+        Victim(
+            run,
+            tuple(t for t, _ in bound),
+            True,
+            sum(t.shape.total_gpu_milli for t, _ in bound),
+            frozenset(a.node for _, a in bound),
+        )
+    )
+    return out
+
+
+#: The memo table of each running record's victims (:class:`~gpusched.framework.memo.CycleMemo`).
+_MEMO_TABLE = "victims"
+
+
+class Evicting:
+    name = "abstract"
+    reason = ""
+
+    def __init__(
+        self,
+        min_runtime_s: float = 300.0,
+        max_evictions: int = 3,
+        max_attempts: int | None = None,
+    ) -> None:
+        self.min_runtime_s = min_runtime_s
+        self.max_evictions = max_evictions
+        self.max_attempts = max_attempts
+        # Nodes held for a reservation this cycle, while an action that ignores them runs.
+        self._held: dict[int, tuple[float, JobId]] = {}
+
+    def wants(self, session: Session, job: Job) -> bool:
+        raise NotImplementedError
+
+    def eligible(self, session: Session, job: Job, index: VictimIndex) -> Mask:
+        """Which victims of ``index`` ``job`` may take (before :meth:`still_eligible`)."""
+        raise NotImplementedError
+
+    #: Whether nodes held for a reservation are open to this action's preemptors.
+    ignores_reservations = False
+
+    def execute(self, session: Session) -> None:
+        if not self.ignores_reservations:
+            self._execute(session)
+            return
+        held, session.blocked_nodes = session.blocked_nodes, {}
+        self._held = held
+        try:
+            self._execute(session)
+        finally:
+            session.blocked_nodes = held
+            self._held = {}
+
+    def _execute(self, session: Session) -> None:
+        pool = [r for r in session.running.values() if self._base_eligible(session, r)]
+        if not pool and not self.ignores_reservations:
+            return  # (a job owed quota may still fit on nodes held for a reservation)
+        lowest = min((r.job.priority for r in pool), default=0)
+        # Requests that found no victims, until something is evicted: an identical request
+        # (shapes, priority, queue, expected end) would find none either. Exact per-node
+        # misses survive evictions and are re-checked where something changed (.victim_misses).
+        failed: set[tuple[object, ...]] = set()
+        memo = session.snapshot.memo
+        table = f"misses/{self.name}"
+        misses = Misses(None if memo is None else kept_misses(memo.tables.get(table)))
+        attempts = 0
+        index: VictimIndex | None = None  # every victim of the pool, cheapest first
+        for job in session.pending_jobs():
+            if self.max_attempts is not None and attempts >= self.max_attempts:
+                break
+            status = session.plan.pending.get(job.id)
+            if status is None or status.code is not Code.UNSCHEDULABLE:
+                continue
+            if not job.preempts or job.id in session.running:
+                continue
+            if not self.cheap_check(session, job, lowest):
+                continue
+            key = (
+                job.priority,
+                job.queue,
+                # Nodes held for a reservation admit a job by its expected end.
+                *session.reservation_class(job),
+                *(t.shape for t in job.tasks[: job.min_available]),
+            )
+            if key in failed or not self.wants(session, job):
+                continue
+            if self._placed_as_is(session, job):
+                continue  # room freed by this cycle's evictions: it fits as it is now
+            if index is None:
+                index = VictimIndex(session.state, self._victims(session, pool))
+            attempts += 1
+            evicted = self._make_room(session, job, index, misses, key)
+            if evicted is None:
+                failed.add(key)
+                continue
+            if evicted:  # (empty: placed with no eviction)
+                failed.clear()
+                index.remove(evicted)
+        if memo is not None:
+            memo.tables[table] = misses.renewed()
+
+    def _placed_as_is(self, session: Session, job: Job) -> bool:
+        """Place ``job`` with no eviction if this cycle's evictions freed room for it, under the
+        reservations backfill honours (an action that ignores them restores them here)."""
+        if not session.plan.evictions or not may_fit_now(session, job):
+            return False
+        if not self.ignores_reservations:
+            return session.place_job(job).ok
+        opened, session.blocked_nodes = session.blocked_nodes, self._held
+        try:
+            return session.place_job(job).ok
+        finally:
+            session.blocked_nodes = opened
+
+    def cheap_check(self, session: Session, job: Job, lowest_priority: int) -> bool:
+        """A quick necessary condition for ``job`` to have any victim."""
+        return True
+
+    def seen(self, session: Session, job: Job) -> Seen:
+        """What decides ``job``'s eligible victims besides the nodes (:mod:`.victim_misses`):
+        the queues borrowing what it is owed, whether it is within its guarantee, and the
+        reserved nodes it may not use."""
+        quota = session.quota
+        within = quota is not None and quota.within_guarantee(job.queue, session.request(job))
+        borrowers: frozenset[QueueName] = frozenset()
+        if quota is not None:
+            res = owed(session, job)
+            borrowers = frozenset(
+                q.name
+                for q in quota.tree
+                if q.name != job.queue and quota.borrowed(q.name, res) > 0
+            )
+        end = session.snapshot.now + session.runtime_estimate(job)
+        held = frozenset(
+            n
+            for n, (start, owner) in session.blocked_nodes.items()
+            if end > start and owner != job.id
+        )
+        return Seen(session.snapshot.now, borrowers, within, held)
+
+    # What the current preemptor is owed (GPUs, or GPUs of its one model) and its queue; set
+    # by :meth:`_borrowers` for :meth:`_within_borrowing`.
+    _resource = GPU
+    _queue = ""
+
+    def _borrowers(self, session: Session, job: Job, index: VictimIndex) -> Mask:
+        """Victims of queues other than ``job``'s that borrow what ``job`` is owed: GPUs, or,
+        when it asks for one GPU model, GPUs of that model (guarantees are per model too)."""
+        quota = session.quota
+        assert quota is not None
+        res = self._resource = owed(session, job)
+        self._queue = job.queue
+        names = index.queue_names
+        borrowing = np.array(
+            [q != job.queue and q in quota.tree and quota.borrowed(q, res) > 0 for q in names],
+            dtype=np.bool_,
+        )
+        return borrowing[index.queue]
+
+    def _within_borrowing(self, session: Session, victim: Victim, taken: list[Victim]) -> bool:
+        """Take a borrower only while its queue keeps borrowing at least what the victim holds
+        of the resource owed (:meth:`_borrowers`), so no queue is pushed below its own
+        guarantee; a victim holding none of it is no help."""
+        quota = session.quota
+        assert quota is not None
+        res = self._resource
+        q = victim.job.queue
+        held = held_of(session, victim, res)
+        if res != GPU and not held:
+            return False
+        already = sum(
+            held_of(session, v, res)
+            for v in taken
+            if v.job.queue == q and not (victim.whole and v.job.id == victim.job.id)
+        )
+        left = quota.borrowed(q, res) - already
+        return left > 0 if self._overshooting else left >= held
+
+    # Whether a borrower may be taken while its queue borrows anything at all (Reclaim's
+    # fallback: its last victim may take it below its guarantee), not only what the victim holds.
+    _overshooting = False
+
+    def still_eligible(self, session: Session, victim: Victim, taken: list[Victim]) -> bool:
+        """Whether ``victim`` may still be taken once ``taken`` are evicted."""
+        return True
+
+    def _base_eligible(self, session: Session, run: RunningJob) -> bool:
+        snap = session.snapshot
+        return (
+            run.job.preemptible
+            and run.job.id in snap.running
+            and snap.now - run.start >= self.min_runtime_s
+            and snap.evictions.get(run.job.id, 0) < self.max_evictions
+        )
+
+    @staticmethod
+    def _victims(session: Session, pool: list[RunningJob]) -> list[Victim]:
+        """Every victim of ``pool``: elastic members first (the job keeps running), then
+        whole jobs, each by the profile's cost (fixed within a cycle)."""
+        order = session.profile.victim_order
+        memo = session.snapshot.memo
+        if memo is None:
+            victims = [v for r in pool for v in victims_of(session, r)]
+        else:  # a running record's victims are fixed (memo contract) unless it shrank
+            old = memo.tables.get(_MEMO_TABLE, {})
+            fresh: dict[JobId, tuple[object, list[Victim]]] = {}
+            victims = []
+            for r in pool:
+                hit = old.get(r.job.id)
+                if hit is not None and hit[0] is r and r.job.id not in session.shrunk:
+                    found: list[Victim] = hit[1]
+                else:
+                    found = victims_of(session, r)
+                if r.job.id not in session.shrunk:
+                    fresh[r.job.id] = (r, found)
+                victims.extend(found)
+            memo.tables[_MEMO_TABLE] = fresh
+        victims.sort(key=lambda v: (v.whole, order.cost(session, v.run)))
+        return victims
+
+    def _make_room(
+        self,
+        session: Session,
+        job: Job,
+        index: VictimIndex,
+        misses: Misses,
+        key: tuple[object, ...],
+    ) -> list[Victim] | None:
+        """Evict for ``job`` and place it; the victims evicted (``None``: none found)."""
+        eligible = self.eligible(session, job, index) & index.alive
+        free = int(session.state.gpu_idle.sum())
+        if free + int(index.gpu_milli[eligible & index.whole].sum()) < job.gpu_milli:
+            return None
+        chosen = search_victims(session, job, index, eligible, self, misses=misses, key=key)
+        if chosen is None:
+            return None
+        reason = f"{self.reason} for {job.id}"
+        for v in chosen:
+            if v.whole:
+                session.evict(v.job.id, job.id, reason)
+            else:
+                session.evict_members(v.job.id, [t.id for t in v.tasks], job.id, reason)
+        del session.plan.pending[job.id]
+        before = len(session.plan.binds)
+        if session.place_job(job, check_quota=False).ok:
+            nodes = {b.node for b in session.plan.binds[before:]}
+            session.plan.nominations[job.id] = tuple(sorted(nodes))
+        return chosen
+
+
+def place_as_is(session: Session, job: Job) -> bool:
+    """Place ``job`` with no eviction if it fits now (on the nodes held for reservations that
+    the caller has opened); ``False``, and ``job`` left pending, otherwise."""
+    session.begin_job(job)  # held nodes still closed admit it by its expected end
+    if not fits(session, job):
+        return False
+    del session.plan.pending[job.id]
+    return session.place_job(job).ok  # a refusal puts it back in plan.pending
+
+
+def may_fit_now(session: Session, job: Job) -> bool:
+    """Cheap necessary condition for ``job`` to fit as it is: some node has room for its first
+    unplaced pod's GPUs (the kept per-share fit counts), or CPU for a CPU-only pod; share
+    variants and MIG pods: assume yes."""
+    todo = [t for t in job.tasks[: job.min_available] if t.id not in session.state.allocations]
+    if not todo:
+        return True
+    task = todo[0]
+    s = task.shape
+    state = session.state
+    if s.mig_profile or variants(state, s) is not None:
+        return True
+    if s.num_gpu:
+        return int(gpu_fit_count(state, share_needed(session, task)).max(initial=0)) >= s.num_gpu
+    return int(state.cpu_free.max(initial=0)) >= s.cpu_milli
+
+
+def owed(session: Session, job: Job) -> str:
+    """What ``job`` is owed by borrowers: GPUs, or GPUs of its one model."""
+    models = [x for x in session.request(job) if x.startswith(f"{GPU}/")]
+    return models[0] if len(models) == 1 else GPU
+
+
+def held_of(session: Session, victim: Victim, resource: str) -> int:
+    """GPU milli ``victim`` holds of ``resource`` (``gpu``, or ``gpu/<model>``: on nodes of
+    that model)."""
+    if resource == GPU:
+        return victim.gpu_milli
+    allocations = session.state.allocations
+    models = session.state.node_models
+    total = 0
+    for task in victim.tasks:
+        a = allocations.get(task.id)
+        if a is not None and gpu_model_resource(models[a.node]) == resource:
+            total += task.shape.total_gpu_milli
+    return total
