@@ -18,7 +18,7 @@ from gpusched.scheduler import build_profile, policy_spec
         ),
         pytest.param({"max_nodes": 0}, "max_nodes must be >= 1", id="no-nodes"),
         pytest.param({"max_moves": 0}, "max_moves", id="no-moves"),
-        pytest.param({"speed": 3}, "unexpected keyword argument 'speed'", id="unknown-argument"),
+        pytest.param({"speed": 3}, "defrag.speed: unknown argument", id="unknown-argument"),
     ],
 )
 def test_bad_defrag_arguments_name_the_field(args: dict[str, object], says: str) -> None:

@@ -91,6 +91,26 @@ def test_unknown_policy_lists_the_choices() -> None:
             id="unknown-action",
         ),
         pytest.param(
+            {
+                "actions": ["backfill", "reclaim"],
+                "action_args": {"reclaim": {"overshoot": "maybe"}},
+            },
+            r"profile 'p', action_args.reclaim.overshoot: Input should be a valid boolean, .*"
+            r"got 'maybe'",
+            id="action-arg-of-the-wrong-type",
+        ),
+        pytest.param(
+            {"actions": ["backfill", "reclaim"], "action_args": {"reclaim": {"overshot": True}}},
+            r"profile 'p', action_args.reclaim.overshot: unknown argument \(the action takes: "
+            r"min_runtime_s, max_evictions, max_attempts, overshoot\)",
+            id="unknown-action-arg",
+        ),
+        pytest.param(
+            {"actions": ["allocate"], "action_args": {"allocate": {"x": 1}}},
+            r"profile 'p', action_args.allocate.x: unknown argument \(the action takes: none\)",
+            id="arg-to-action-without-args",
+        ),
+        pytest.param(
             {"filters": []},
             r"profile 'p', filters: at least one filter is required",
             id="no-filters",
@@ -110,6 +130,16 @@ def test_unknown_policy_lists_the_choices() -> None:
 def test_bad_profiles_name_the_field(fields: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         build_profile(spec(**fields))
+
+
+def test_action_args_are_converted_to_the_declared_types() -> None:
+    built = build_profile(
+        spec(actions=["backfill", "reclaim"], action_args={"reclaim": {"min_runtime_s": 60}})
+    )
+    reclaim = built.actions[1]
+    assert reclaim.name == "reclaim"
+    assert vars(reclaim)["min_runtime_s"] == 60.0
+    assert isinstance(vars(reclaim)["min_runtime_s"], float)
 
 
 def test_registry_holds_every_plugin_the_policies_name() -> None:

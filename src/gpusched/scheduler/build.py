@@ -7,7 +7,11 @@ used for; a mismatch is a :class:`~gpusched.errors.ConfigError` naming the field
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from typing import Any
+
+from pydantic import ConfigDict, ValidationError, create_model
 
 from gpusched.actions import ACTIONS
 from gpusched.errors import ConfigError
@@ -55,9 +59,10 @@ def build_profile(spec: ProfileSpec, ctx: PluginContext | None = None) -> Profil
                 f"profile {spec.name!r}, actions[{i}]: unknown action {name!r}; "
                 f"known: {', '.join(sorted(ACTIONS))}"
             )
+        args = _action_args(spec.name, name, factory, spec.action_args.get(name, {}))
         try:
-            actions.append(factory(**spec.action_args.get(name, {})))
-        except TypeError as exc:
+            actions.append(factory(**args))
+        except (TypeError, ValueError) as exc:  # a value the action itself refuses
             raise ConfigError(f"profile {spec.name!r}, action_args.{name}: {exc}") from None
     unknown = sorted(set(spec.action_args) - set(spec.actions))
     if unknown:
@@ -81,3 +86,29 @@ def build_profile(spec: ProfileSpec, ctx: PluginContext | None = None) -> Profil
         gpu_as_integer=spec.gpu_as_integer,
         spec=spec,
     )
+
+
+def _action_args(
+    profile: str, name: str, factory: Callable[..., object], args: dict[str, Any]
+) -> dict[str, Any]:
+    """``args`` checked against the action's constructor (names and types, from its signature
+    and annotations); a wrong one is a :class:`ConfigError` naming ``action_args.<action>.<arg>``,
+    what was given and what is expected."""
+    fields: dict[str, Any] = {}
+    for param in inspect.signature(factory, eval_str=True).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        default = ... if param.default is param.empty else param.default
+        annotation = Any if param.annotation is param.empty else param.annotation
+        fields[param.name] = (annotation, default)
+    model = create_model(f"{name}-args", __config__=ConfigDict(extra="forbid"), **fields)
+    try:
+        checked = model(**args)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = f"profile {profile!r}, action_args.{name}." + ".".join(map(str, err["loc"]))
+        if err["type"] == "extra_forbidden":
+            known = ", ".join(fields) or "none"
+            raise ConfigError(f"{where}: unknown argument (the action takes: {known})") from None
+        raise ConfigError(f"{where}: {err['msg']}, got {err.get('input')!r}") from None
+    return {k: getattr(checked, k) for k in args}
