@@ -82,7 +82,9 @@ Pass one with `gpusched simulate --profile FILE`; print a built-in one to start 
 
 `actions` lists them in cycle order; `action_args` gives each its arguments, e.g.
 `{{backfill: {{starve_after_s: 14400}}}}`. What each argument does is in the action's module
-docstring (`gpusched.actions`).
+docstring (`gpusched.actions`). Each argument is checked against the action's signature when
+the profile is built: an unknown name or a value of the wrong type is a configuration error
+naming `action_args.<action>.<argument>`.
 
 {_actions_table()}
 
