@@ -24,7 +24,8 @@ from gpusched.framework import (
     QueueSortPlugin,
     ScorePlugin,
 )
-from gpusched.io.native import ClusterFile, JobEntry, NodeGroup, WorkloadFile
+from gpusched.io.native_cluster import ClusterFile, NodeGroup
+from gpusched.io.native_jobs import JobEntry, WorkloadFile
 from gpusched.plugins import PLUGINS, create_plugin
 from gpusched.scheduler import POLICIES
 

@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from bench_live import stop_scheduler  # noqa: E402
 
 from e2e.controlplane import ControlPlane, binaries  # noqa: E402
-from gpusched.io.native import dump_cluster, dump_workload  # noqa: E402
+from gpusched.io.native_dump import dump_cluster, dump_workload  # noqa: E402
 from gpusched.io.scheduling import apply_priority_classes  # noqa: E402
 from gpusched.model.task import DEFAULT_QUEUE  # noqa: E402
 from gpusched.workloads import (  # noqa: E402

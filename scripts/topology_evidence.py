@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gpusched.io.native import dump_cluster, dump_workload
+from gpusched.io.native_dump import dump_cluster, dump_workload
 from gpusched.workloads.topology_cluster import topology_cluster, topology_workload
 
 

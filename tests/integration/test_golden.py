@@ -13,7 +13,8 @@ from pathlib import Path
 
 from gpusched import SimOptions, Simulation, build_profile, policy_spec
 from gpusched.framework import PluginContext
-from gpusched.io.native import load_cluster, load_workload
+from gpusched.io.native_cluster import load_cluster
+from gpusched.io.native_workload import load_workload
 
 
 def _run(data_dir: Path, policy: str, seed: int = 1) -> Simulation:

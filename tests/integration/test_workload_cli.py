@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpusched.io.native import load_workload
+from gpusched.io.native_workload import load_workload
 from gpusched.io.scheduling import apply_priority_classes, check_job_queues, load_scheduling
 from integration.test_cli import gpusched
 

@@ -10,7 +10,7 @@ what must happen; this module runs them all (one test per file, named by the fil
     now: 1000                  # the cycle's time (single-cycle scenarios)
     seed: 0
     cluster:
-      nodes:                   # native node groups (gpusched.io.native), plus taints
+      nodes:                   # native node groups (gpusched.io.native_cluster), plus taints
         - {name: a, cpu: 64, memory: 512Gi, gpus: 8, gpu_model: H100,
            labels: {pool: train}, taints: [{key: dedicated, value: infer, effect: NoSchedule}]}
     scheduling: {priority_classes: [...], queues: [...]}     # gpusched.io.scheduling format
@@ -82,7 +82,8 @@ from gpusched.framework import (
     Snapshot,
     Statement,
 )
-from gpusched.io.native import JobEntry, NodeGroup
+from gpusched.io.native_cluster import NodeGroup
+from gpusched.io.native_jobs import JobEntry
 from gpusched.io.scheduling import (
     SchedulingConfig,
     apply_priority_classes,

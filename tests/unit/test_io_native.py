@@ -10,13 +10,9 @@ from pathlib import Path
 import pytest
 
 from gpusched.errors import TraceError
-from gpusched.io.native import (
-    dump_cluster,
-    dump_scheduling,
-    dump_workload,
-    load_cluster,
-    load_workload,
-)
+from gpusched.io.native_cluster import load_cluster
+from gpusched.io.native_dump import dump_cluster, dump_scheduling, dump_workload
+from gpusched.io.native_workload import load_workload
 from gpusched.io.scheduling import load_scheduling
 from gpusched.model import (
     Constraints,

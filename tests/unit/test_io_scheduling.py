@@ -11,7 +11,7 @@ import pytest
 
 from builders import make_job
 from gpusched.errors import InputError, TraceError
-from gpusched.io.native import load_workload
+from gpusched.io.native_workload import load_workload
 from gpusched.io.scheduling import (
     PriorityClass,
     SchedulingConfig,

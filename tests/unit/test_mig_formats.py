@@ -7,12 +7,9 @@ from pathlib import Path
 import pytest
 
 from gpusched.errors import ConfigError, TraceError
-from gpusched.io.native import (
-    dump_cluster,
-    dump_workload,
-    load_cluster,
-    load_workload,
-)
+from gpusched.io.native_cluster import load_cluster
+from gpusched.io.native_dump import dump_cluster, dump_workload
+from gpusched.io.native_workload import load_workload
 from gpusched.model.mig import MigPlacement
 from gpusched.model.templates import TEMPLATES
 from gpusched.scheduler import build_profile, policy_spec

@@ -12,13 +12,9 @@ from builders import make_node, make_state
 from gpusched.errors import ConfigError, TraceError
 from gpusched.framework.domains import choose_domain
 from gpusched.framework.sharing import memory_share
-from gpusched.io.native import (
-    dump_cluster,
-    dump_workload,
-    load_cluster,
-    load_cluster_spec,
-    load_workload,
-)
+from gpusched.io.native_cluster import load_cluster, load_cluster_spec
+from gpusched.io.native_dump import dump_cluster, dump_workload
+from gpusched.io.native_workload import load_workload
 from gpusched.model import JobKind
 from gpusched.model.network import PRESETS, detect_network, network_from_spec
 from gpusched.scheduler import build_profile, policy_spec

@@ -11,7 +11,7 @@ import pytest
 from builders import cycle_context, make_node, make_state, make_task, occupy
 from gpusched.errors import ConfigError, TraceError
 from gpusched.framework import ClusterState, GpuPicker, PluginContext
-from gpusched.io.native import load_workload
+from gpusched.io.native_workload import load_workload
 from gpusched.model import GpuModel, Node
 from gpusched.model.topology import GpuDevice, LinkClass, NodeTopology
 from gpusched.plugins import create_plugin

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from gpusched.errors import ConfigError, TraceError
 from gpusched.framework import ProfileSpec
-from gpusched.io.native import load_cluster, load_workload
+from gpusched.io.native_cluster import load_cluster
+from gpusched.io.native_workload import load_workload
 from gpusched.io.openb import read_openb_nodes, read_openb_pods
 from gpusched.io.profiles import load_profile
 from gpusched.io.scheduling import apply_priority_classes, check_job_queues, load_scheduling

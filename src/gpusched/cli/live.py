@@ -12,7 +12,7 @@ import typer
 from gpusched.cli.inputs import resolve_profiles
 from gpusched.errors import ConfigError
 from gpusched.framework import PluginContext
-from gpusched.io.native import load_workload
+from gpusched.io.native_workload import load_workload
 from gpusched.io.openb import read_openb_pods
 from gpusched.model import TaskShape
 from gpusched.scheduler import BEST_POLICY, build_profile

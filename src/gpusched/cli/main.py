@@ -35,7 +35,7 @@ from gpusched.cli.progress import progress_bar
 from gpusched.cli.replay import replay_command
 from gpusched.cli.summary import SUMMARY_ROWS, duration, fmt_value
 from gpusched.errors import ConfigError, GpuschedError, InputError
-from gpusched.io.native import dump_workload
+from gpusched.io.native_dump import dump_workload
 from gpusched.io.openb import read_openb_nodes, read_openb_pods, read_paper_results, workload_path
 from gpusched.io.profiles import dump_profile
 from gpusched.report.html import BENCH_HEADERS, bench_report, bench_rows, simulate_report
@@ -576,7 +576,7 @@ def workload_generate(
     users, with priority classes and users' run-time estimates. Prints the workload's
     measured statistics next to the target's.
     """
-    from gpusched.io.native import dump_scheduling
+    from gpusched.io.native_dump import dump_scheduling
     from gpusched.workloads import CALIBRATIONS, calibration_for, default_scheduling, measure
 
     if calibration not in CALIBRATIONS:

@@ -3,7 +3,8 @@ selectors and node affinity (Kubernetes semantics, :mod:`gpusched.model.constrai
 
 The entries validate one value each and say what is wrong in Kubernetes' terms (a toleration
 with operator ``Exists`` and a value, an ``In`` expression without values); the file loaders
-(:mod:`gpusched.io.native`) turn those errors into file:line:field messages.
+(:mod:`gpusched.io.native_cluster`, :mod:`gpusched.io.native_workload`) turn those errors into
+file:line:field messages.
 """
 
 from __future__ import annotations

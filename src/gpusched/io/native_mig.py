@@ -1,4 +1,5 @@
-"""The ``mig`` entries of the native cluster and workload formats (:mod:`gpusched.io.native`).
+"""The ``mig`` entries of the native cluster and workload formats
+(:mod:`gpusched.io.native_cluster`, :mod:`gpusched.io.native_jobs`).
 
 A node group's ``mig`` says which GPUs are MIG-enabled and how; the other GPUs stay plain::
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["cpu_to_milli", "memory_to_mib"]
+__all__ = ["Quantity", "cpu_to_milli", "memory_to_mib"]
+
+Quantity = int | float | str
+"""A quantity as a file gives it: a number, or text such as ``"80Gi"`` or ``"500m"``."""
 
 _MEM = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(Ki|Mi|Gi|Ti|K|M|G|T)?\s*$")
 _BYTES = {

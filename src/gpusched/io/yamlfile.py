@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from gpusched.errors import TraceError
 
-__all__ = ["LINE_KEY", "load_yaml", "validate"]
+__all__ = ["LINE_KEY", "entry_line", "load_yaml", "validate"]
 
 LINE_KEY = "__line__"
 KEY_LINES = "__key_lines__"
@@ -95,3 +95,13 @@ def validate(model: type[M], data: Any, path: str | Path) -> M:
         raise TraceError(
             str(path), _line_of(data, loc), _field(loc) or None, f"{got_text}{msg}"
         ) from None
+
+
+def entry_line(data: Any, key: str, i: int) -> int | None:
+    """The line of entry ``i`` of the list ``data[key]`` as :func:`load_yaml` recorded it, or
+    ``None`` where the data has no such entry or line."""
+    try:
+        line = data[key][i][LINE_KEY]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return line if isinstance(line, int) else None
