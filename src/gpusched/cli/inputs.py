@@ -5,6 +5,9 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
+
+import typer
 
 from gpusched.errors import ConfigError, TraceError
 from gpusched.framework import ProfileSpec
@@ -22,7 +25,43 @@ from gpusched.workloads import (
     generate_workload,
 )
 
-__all__ = ["Inputs", "load_inputs", "load_jobs", "load_nodes", "parse_seeds", "resolve_profiles"]
+__all__ = [
+    "ClusterOption",
+    "ConfigOption",
+    "Inputs",
+    "JobsOption",
+    "SeedOption",
+    "WorkloadOption",
+    "load_inputs",
+    "load_jobs",
+    "load_nodes",
+    "parse_seeds",
+    "resolve_profiles",
+]
+
+# The command-line options of these inputs, shared by simulate and explain.
+ClusterOption = Annotated[
+    str | None, typer.Option("--cluster", help="Cluster file: native YAML or openb node CSV.")
+]
+WorkloadOption = Annotated[
+    str | None,
+    typer.Option("--workload", help="Workload file: native YAML/CSV or openb pod CSV."),
+]
+ConfigOption = Annotated[
+    str | None,
+    typer.Option(
+        "--config",
+        help="Scheduling config (queues, quotas, priority classes) (default: the built-in "
+        "teams with the built-in workload, no queues with a workload file).",
+    ),
+]
+SeedOption = Annotated[
+    int, typer.Option("--seed", help="Seed of the run (and of the generated workload).")
+]
+JobsOption = Annotated[
+    int, typer.Option("--jobs", min=1, help="Jobs to generate when no --workload is given.")
+]
+
 
 NO_CONFIG = SchedulingConfig(None, {})
 
