@@ -16,13 +16,10 @@ from gpusched.live.translate import (
     GPU_MILLI_ANNOTATION,
     MIG_ANNOTATION,
     MIG_LAYOUT_ANNOTATION,
-    PodInfo,
-    mig_annotation,
     node_from_k8s,
     parse_mig_layout,
-    parse_mig_slices,
-    pod_from_k8s,
 )
+from gpusched.live.translate_pod import PodInfo, mig_annotation, parse_mig_slices, pod_from_k8s
 from gpusched.model import Node
 from gpusched.model.mig import MigConfig, MigPlacement, MigSlice
 from gpusched.scheduler import build_profile, policy_spec, schedule

@@ -11,7 +11,7 @@ from gpusched.framework import ClusterState
 from gpusched.live.admission import Admission
 from gpusched.live.holds import Hold, apply_holds
 from gpusched.live.queues import NamespaceInfo, build_queues, queue_from_k8s
-from gpusched.live.translate import PodGroupInfo
+from gpusched.live.translate_podgroup import PodGroupInfo
 from gpusched.model import JobId, Node, Task, TaskId, TaskShape
 from unit.test_live_snapshot import pod
 

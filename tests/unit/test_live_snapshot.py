@@ -8,13 +8,9 @@ import pytest
 
 from e2e.kube import POD_GROUP_LABEL, node_manifest, pod_manifest
 from gpusched.live.snapshot import Assumed, SnapshotMemo, build_snapshot
-from gpusched.live.translate import (
-    GPUS_ANNOTATION,
-    PodGroupInfo,
-    PodInfo,
-    node_from_k8s,
-    pod_from_k8s,
-)
+from gpusched.live.translate import GPUS_ANNOTATION, node_from_k8s
+from gpusched.live.translate_pod import PodInfo, pod_from_k8s
+from gpusched.live.translate_podgroup import PodGroupInfo
 from gpusched.model import Node
 from gpusched.scheduler import build_profile, policy_spec, schedule
 

@@ -8,13 +8,9 @@ from decimal import Decimal
 import pytest
 
 from e2e.kube import node_manifest, pod_manifest
-from gpusched.live.translate import (
-    GPU_MILLI_ANNOTATION,
-    node_from_k8s,
-    parse_quantity,
-    pod_from_k8s,
-    podgroup_from_k8s,
-)
+from gpusched.live.translate import GPU_MILLI_ANNOTATION, node_from_k8s, parse_quantity
+from gpusched.live.translate_pod import pod_from_k8s
+from gpusched.live.translate_podgroup import podgroup_from_k8s
 from gpusched.model import Effect, Operator, Taint
 
 

@@ -19,7 +19,8 @@ from gpusched.live.replay_objects import (
     pod_object,
     priority_class_name,
 )
-from gpusched.live.translate import POD_GROUP_LABEL, node_from_k8s, pod_from_k8s
+from gpusched.live.translate import POD_GROUP_LABEL, node_from_k8s
+from gpusched.live.translate_pod import pod_from_k8s
 from gpusched.model import (
     Constraints,
     Effect,

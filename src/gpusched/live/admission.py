@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpusched.live.queues import NamespaceInfo, PriorityClassInfo, QueueSet
-from gpusched.live.translate import PodGroupInfo, PodInfo
+from gpusched.live.translate_pod import PodInfo
+from gpusched.live.translate_podgroup import PodGroupInfo
 
 __all__ = ["Admission", "JobMeta"]
 

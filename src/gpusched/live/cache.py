@@ -11,8 +11,9 @@ The protocol client-go's reflector follows:
 
 A collection the server does not serve (404: a CRD that is not installed) counts as synced and
 empty, and is retried every ``absent_retry_s``. Objects are converted once, on arrival, into the
-slim values the scheduler reads (:mod:`.translate`); an object that fails to convert is logged
-and left out. ``on_change`` is called after every change so the scheduling loop wakes up.
+slim values the scheduler reads (:mod:`.translate`, :mod:`.translate_pod`,
+:mod:`.translate_podgroup`); an object that fails to convert is logged and left out.
+``on_change`` is called after every change so the scheduling loop wakes up.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import logging
 
 from gpusched.live.client import ApiError, KubeClient
 from gpusched.live.dra import DELETE_PROTECTION, RESOURCE_API, ClaimInfo, DraView
-from gpusched.live.translate import PodInfo
+from gpusched.live.translate_pod import PodInfo
 
 __all__ = ["allocate_claims"]
 

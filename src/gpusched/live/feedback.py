@@ -23,7 +23,7 @@ from typing import Any
 
 from gpusched.live.client import ApiError, KubeClient
 from gpusched.live.queues import QUEUES_PATH, QueueInfo
-from gpusched.live.translate import PodGroupInfo
+from gpusched.live.translate_podgroup import PodGroupInfo
 
 __all__ = ["Feedback", "event_body", "now_rfc3339"]
 

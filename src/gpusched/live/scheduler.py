@@ -69,12 +69,12 @@ from gpusched.live.translate import (
     GPU_MILLI_ANNOTATION,
     GPUS_ANNOTATION,
     MIG_ANNOTATION,
-    PodGroupInfo,
-    PodInfo,
-    mig_annotation,
-    native_podgroup_from_k8s,
     node_from_k8s,
-    pod_from_k8s,
+)
+from gpusched.live.translate_pod import PodInfo, mig_annotation, pod_from_k8s
+from gpusched.live.translate_podgroup import (
+    PodGroupInfo,
+    native_podgroup_from_k8s,
     podgroup_from_k8s,
 )
 from gpusched.model import MILLI_PER_GPU, JobId, Node, NodeName, TaskId

@@ -33,7 +33,8 @@ from gpusched.framework import ClusterState, RunningJob, Snapshot
 from gpusched.live.admission import Admission, JobMeta
 from gpusched.live.dra import DraView, PodClaims
 from gpusched.live.holds import Hold, apply_holds
-from gpusched.live.translate import PodGroupInfo, PodInfo
+from gpusched.live.translate_pod import PodInfo
+from gpusched.live.translate_podgroup import PodGroupInfo
 from gpusched.model import (
     MILLI_PER_GPU,
     Job,
