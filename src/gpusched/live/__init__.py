@@ -5,10 +5,11 @@ This package is a driver, beside :mod:`gpusched.sim`: it may import the core and
 :mod:`gpusched.io`, and nothing in the core imports it (import-linter checks both).
 
 Modules: :mod:`.client` (thin JSON client, raw Binding POST), :mod:`.cache` (list+watch),
-:mod:`.translate`, :mod:`.translate_pod`, :mod:`.translate_podgroup` (objects into slim
-values), :mod:`.snapshot` (a cycle's Snapshot), :mod:`.scheduler` (the cycle and applying its
-plan), :mod:`.leader` (Lease election), :mod:`.metrics` (Prometheus), :mod:`.run` (the
-process). User guide: ``docs/live.md``.
+:mod:`.caches` (the scheduler's caches and API discovery), :mod:`.translate`,
+:mod:`.translate_pod`, :mod:`.translate_podgroup` (objects into slim values), :mod:`.snapshot`
+(a cycle's Snapshot), :mod:`.scheduler` (the cycle and applying its plan), :mod:`.pod_writes`
+(conditions, Events, nominations), :mod:`.leader` (Lease election), :mod:`.metrics`
+(Prometheus), :mod:`.run` (the process). User guide: ``docs/live.md``.
 """
 
 from gpusched.live.run import RunConfig, run

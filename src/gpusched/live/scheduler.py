@@ -21,70 +21,51 @@ room is held (:mod:`.holds`) until they are bound there, once the victims are go
 Optional APIs, found by discovery at start: the ``Queue`` CRD (:mod:`.queues`), native
 ``scheduling.k8s.io/v1alpha2`` PodGroups, and DRA ``resource.k8s.io/v1`` (:mod:`.dra`).
 Bad Queues and PodGroups are reported on the objects themselves (:mod:`.feedback`).
+
+The caches and discovery are :mod:`.caches`; the condition, Event and nomination writes
+:mod:`.pod_writes`. This module is the loop, the cycle, and what is bound, evicted, held and
+reported when.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import threading
 import time
-import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
 from gpusched.framework import Bind, Plan, Profile
 from gpusched.live.admission import Admission
-from gpusched.live.cache import Informer
+from gpusched.live.caches import LiveCaches
 from gpusched.live.carry import Carried
 from gpusched.live.client import ApiError, KubeClient
 from gpusched.live.dra import (
-    RESOURCE_API,
-    ClaimInfo,
-    ClassInfo,
     DraView,
     PodClaims,
-    SliceInfo,
-    claim_from_k8s,
-    class_from_k8s,
-    slice_from_k8s,
 )
 from gpusched.live.dra_writes import allocate_claims
-from gpusched.live.feedback import NATIVE_PODGROUPS, Feedback
+from gpusched.live.feedback import Feedback
 from gpusched.live.holds import Hold
 from gpusched.live.metrics import Metrics
+from gpusched.live.pod_writes import clear_nomination, nominate, post_event, write_unschedulable
 from gpusched.live.queues import (
-    QUEUES_PATH,
-    NamespaceInfo,
-    PriorityClassInfo,
-    QueueInfo,
     build_queues,
-    namespace_from_k8s,
-    priorityclass_from_k8s,
-    queue_from_k8s,
 )
 from gpusched.live.snapshot import Assumed, Extras, LiveSnapshot, SnapshotMemo, build_snapshot
 from gpusched.live.translate import (
     GPU_MILLI_ANNOTATION,
     GPUS_ANNOTATION,
     MIG_ANNOTATION,
-    node_from_k8s,
 )
-from gpusched.live.translate_pod import PodInfo, mig_annotation, pod_from_k8s
-from gpusched.live.translate_podgroup import (
-    PodGroupInfo,
-    native_podgroup_from_k8s,
-    podgroup_from_k8s,
-)
-from gpusched.model import MILLI_PER_GPU, JobId, Node, NodeName, TaskId
+from gpusched.live.translate_pod import PodInfo, mig_annotation
+from gpusched.model import MILLI_PER_GPU, JobId, NodeName, TaskId
 from gpusched.scheduler import schedule
 
 __all__ = ["CycleResult", "LiveOptions", "LiveScheduler"]
 
 log = logging.getLogger(__name__)
 
-PODGROUPS_PATH = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
 _SEED_MIX = 0x9E3779B97F4A7C15
 _MASK = (1 << 63) - 1
 
@@ -115,10 +96,6 @@ class CycleResult:
     evicted: list[str] = field(default_factory=list)
 
 
-def _now_rfc3339() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 class LiveScheduler:
     """Caches plus the cycle loop. Call :meth:`start_caches`, then :meth:`run` while leading."""
 
@@ -134,45 +111,16 @@ class LiveScheduler:
         self.options = options or LiveOptions()
         self.metrics = metrics or Metrics()
         self._changed = threading.Event()
-        wake = self._changed.set
-        self.nodes: Informer[Node] = Informer(
-            client, "/api/v1/nodes", node_from_k8s, on_change=wake
-        )
-        self.pods: Informer[PodInfo] = Informer(
-            client,
-            "/api/v1/pods",
-            pod_from_k8s,
-            params={"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"},
-            on_change=wake,
-        )
-        self.podgroups: Informer[PodGroupInfo] = Informer(
-            client, PODGROUPS_PATH, podgroup_from_k8s, on_change=wake
-        )
-        self.namespaces: Informer[NamespaceInfo] = Informer(
-            client, "/api/v1/namespaces", namespace_from_k8s, on_change=wake
-        )
-        self.queues: Informer[QueueInfo] = Informer(
-            client, QUEUES_PATH, queue_from_k8s, on_change=wake
-        )
-        self.priority_classes: Informer[PriorityClassInfo] = Informer(
-            client, "/apis/scheduling.k8s.io/v1/priorityclasses", priorityclass_from_k8s
-        )
-        # Optional APIs, created by start_caches when discovery finds them.
-        self.native_groups: Informer[PodGroupInfo] | None = None
-        self.slices: Informer[SliceInfo] | None = None
-        self.claims: Informer[ClaimInfo] | None = None
-        self.device_classes: Informer[ClassInfo] | None = None
+        self.caches = LiveCaches(client, self._changed.set)
         self.feedback = Feedback(client, self.options.scheduler_name)
         self._holds: dict[str, tuple[Hold, float]] = {}
         self._refused: set[JobId] = set()
         self._dra: DraView | None = None
-        self._discovered = threading.Event()
         self._memo = SnapshotMemo()
         self._carried = Carried()  # reservation holders and deadlines (live.carry)
         self._writes: list[Future[None]] = []
         self._assumed: dict[str, tuple[Assumed, float]] = {}
         self._reported: dict[str, tuple[str, float]] = {}
-        self._threads: list[threading.Thread] = []
         self._pool = ThreadPoolExecutor(self.options.bind_workers, thread_name_prefix="bind")
         self.cycles = 0
 
@@ -180,84 +128,14 @@ class LiveScheduler:
 
     def discover(self) -> None:
         """Create the caches of the optional APIs this apiserver serves (API discovery)."""
-        wake = self._changed.set
-        if "podgroups" in self._served(NATIVE_PODGROUPS):
-            path = f"{NATIVE_PODGROUPS}/podgroups"
-            self.native_groups = Informer(
-                self.client, path, native_podgroup_from_k8s, on_change=wake
-            )
-        dra = self._served(RESOURCE_API)
-        if {"resourceslices", "resourceclaims", "deviceclasses"} <= dra:
-            self.slices = Informer(
-                self.client, f"{RESOURCE_API}/resourceslices", slice_from_k8s, on_change=wake
-            )
-            self.claims = Informer(
-                self.client, f"{RESOURCE_API}/resourceclaims", claim_from_k8s, on_change=wake
-            )
-            self.device_classes = Informer(
-                self.client, f"{RESOURCE_API}/deviceclasses", class_from_k8s, on_change=wake
-            )
-        log.info(
-            "optional APIs: native PodGroups %s, DRA %s",
-            "served" if self.native_groups else "not served",
-            "served" if self.slices else "not served",
-        )
-
-    def _served(self, group_version: str) -> set[str]:
-        try:
-            listing = self.client.get(group_version)
-        except ApiError:
-            return set()
-        return {str(r.get("name")) for r in listing.get("resources") or []}
-
-    def _informers(self) -> list[tuple[str, Informer[Any]]]:
-        named: list[tuple[str, Informer[Any] | None]] = [
-            ("nodes", self.nodes),
-            ("pods", self.pods),
-            ("podgroups", self.podgroups),
-            ("namespaces", self.namespaces),
-            ("queues", self.queues),
-            ("priorityclasses", self.priority_classes),
-            ("native-podgroups", self.native_groups),
-            ("resourceslices", self.slices),
-            ("resourceclaims", self.claims),
-            ("deviceclasses", self.device_classes),
-        ]
-        return [(name, informer) for name, informer in named if informer is not None]
+        self.caches.discover()
 
     def start_caches(self, stop: threading.Event) -> None:
-        """Start every cache; the optional APIs' once discovery (in a thread of its own, so
-        a slow apiserver does not delay the caller) has found them."""
-        started: set[str] = set()
-
-        def start_all() -> None:
-            for name, informer in self._informers():
-                if name in started:
-                    continue
-                started.add(name)
-                informer.watch_timeout_s = self.options.watch_timeout_s
-                thread = threading.Thread(
-                    target=informer.run, args=(stop,), name=f"cache-{name}", daemon=True
-                )
-                thread.start()
-                self._threads.append(thread)
-
-        def discover_then_start() -> None:
-            self.discover()
-            start_all()
-            self._discovered.set()
-
-        start_all()
-        threading.Thread(target=discover_then_start, name="discovery", daemon=True).start()
+        """Start every cache (:meth:`.LiveCaches.start`)."""
+        self.caches.start(stop, self.options.watch_timeout_s)
 
     def wait_synced(self, timeout_s: float = 60.0) -> bool:
-        deadline = time.monotonic() + timeout_s
-        if not self._discovered.wait(timeout_s):
-            return False
-        for _, informer in self._informers():
-            if not informer.synced.wait(max(0.0, deadline - time.monotonic())):
-                return False
-        return True
+        return self.caches.wait_synced(timeout_s)
 
     # -- loop ------------------------------------------------------------------------------
 
@@ -286,16 +164,16 @@ class LiveScheduler:
     def cycle(self) -> CycleResult:
         """One scheduling cycle (see the module docstring)."""
         started = time.perf_counter()
-        pods = self.pods.items()
+        pods = self.caches.pods.items()
         live = build_snapshot(
-            self.nodes.items().values(),
+            self.caches.nodes.items().values(),
             pods.values(),
-            self.podgroups.items(),
+            self.caches.podgroups.items(),
             scheduler_name=self.options.scheduler_name,
             now=time.time(),
             seed=((self.options.seed * _SEED_MIX) ^ self.cycles) & _MASK,
             assumed=self._live_assumed(pods),
-            groups_served=self.podgroups.served,
+            groups_served=self.caches.podgroups.served,
             memo=self._memo,
             extras=self._extras(pods),
         )
@@ -340,26 +218,31 @@ class LiveScheduler:
 
     def _extras(self, pods: dict[str, PodInfo]) -> Extras:
         """Queues, priority classes, native PodGroups, holds and DRA for this cycle."""
-        queue_infos = self.queues.items()
+        queue_infos = self.caches.queues.items()
         queues = build_queues(queue_infos.values()) if queue_infos else None
         if queues is not None:
             self.feedback.queues(queues.queues, queues.problems)
         dra = None
-        if self.slices is not None and self.claims is not None and self.device_classes:
+        if (
+            self.caches.slices is not None
+            and self.caches.claims is not None
+            and self.caches.device_classes
+        ):
             dra = DraView.build(
-                self.slices.items().values(),
-                self.claims.items(),
-                {c.name: c for c in self.device_classes.items().values()},
+                self.caches.slices.items().values(),
+                self.caches.claims.items(),
+                {c.name: c for c in self.caches.device_classes.items().values()},
             )
         self._dra = dra
         return Extras(
             admission=Admission(
                 queues,
-                {n.name: n for n in self.namespaces.items().values()},
-                self.priority_classes.items(),
+                {n.name: n for n in self.caches.namespaces.items().values()},
+                self.caches.priority_classes.items(),
             ),
-            native_groups=self.native_groups.items() if self.native_groups else {},
-            native_served=self.native_groups is not None and self.native_groups.served,
+            native_groups=self.caches.native_groups.items() if self.caches.native_groups else {},
+            native_served=self.caches.native_groups is not None
+            and self.caches.native_groups.served,
             holds=self._live_holds(pods),
             dra=dra,
         )
@@ -384,15 +267,8 @@ class LiveScheduler:
             elif now - since > self.options.hold_ttl_s:
                 del self._holds[key]
                 log.info("hold of %s on %s expired; scheduling it afresh", key, hold.node)
-                self._writes.append(self._pool.submit(self._clear_nomination, seen))
+                self._writes.append(self._pool.submit(clear_nomination, self.client, seen))
         return {k: h for k, (h, _) in self._holds.items()}
-
-    def _clear_nomination(self, pod: PodInfo) -> None:
-        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
-        try:
-            self.client.patch(path, {"status": {"nominatedNodeName": None}}, strategic=True)
-        except ApiError as exc:
-            log.warning("clearing the nomination of %s: %s", pod.key, exc)
 
     def _bind_ready(self, live: LiveSnapshot, result: CycleResult) -> None:
         """Bind held pods whose room is free now (their victims are gone)."""
@@ -433,7 +309,7 @@ class LiveScheduler:
                 if bind.job not in refused:
                     hold = Hold(str(bind.job), str(bind.node), bind.gpus, pod.uid)
                     self._holds[pod.key] = (hold, time.monotonic())
-                self._nominate(pod, bind.node)
+                nominate(self.client, pod, bind.node)
             else:
                 binds.append(bind)
         self._refused.clear()
@@ -517,18 +393,6 @@ class LiveScheduler:
                 result.evicted.append(pod.key)
                 self._event(pod, "Normal", "Preempted", f"evicted by gpusched: {eviction.reason}")
 
-    def _nominate(self, pod: PodInfo, node: str) -> None:
-        """Set ``status.nominatedNodeName``: the node freed for this preemptor."""
-        if pod.nominated == node:
-            return
-        patch = {"status": {"nominatedNodeName": node}}
-        try:
-            self.client.patch(
-                f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status", patch, strategic=True
-            )
-        except ApiError as exc:
-            log.warning("nominating %s for %s: %s", node, pod.key, exc)
-
     # -- telling users why -----------------------------------------------------------------
 
     def _report(self, pod: PodInfo, message: str, result: CycleResult) -> None:
@@ -542,57 +406,16 @@ class LiveScheduler:
             return
         self._reported[pod.key] = (message, now)
         event = last is None or last[0] != message
-        self._writes.append(self._pool.submit(self._write_unschedulable, pod, message, event))
-
-    def _write_unschedulable(self, pod: PodInfo, message: str, event: bool) -> None:
-        patch = {
-            "status": {
-                "conditions": [
-                    {
-                        "type": "PodScheduled",
-                        "status": "False",
-                        "reason": "Unschedulable",
-                        "message": message,
-                        "lastTransitionTime": _now_rfc3339(),
-                    }
-                ]
-            }
-        }
-        try:
-            self.client.patch(
-                f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status", patch, strategic=True
+        self._writes.append(
+            self._pool.submit(
+                write_unschedulable, self.client, self.options.scheduler_name, pod, message, event
             )
-        except ApiError as exc:
-            log.warning("condition on %s: %s", pod.key, exc)
-        if event:
-            self._event(pod, "Warning", "FailedScheduling", message)
+        )
 
     def _event(self, pod: PodInfo, kind: str, reason: str, message: str) -> None:
-        now = _now_rfc3339()
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": f"{pod.name}.{uuid.uuid4().hex[:12]}", "namespace": pod.namespace},
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "name": pod.name,
-                "namespace": pod.namespace,
-                "uid": pod.uid,
-            },
-            "reason": reason,
-            "message": message[:1024],
-            "type": kind,
-            "source": {"component": self.options.scheduler_name},
-            "reportingComponent": self.options.scheduler_name,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
-        try:
-            self.client.post(f"/api/v1/namespaces/{pod.namespace}/events", body)
-        except ApiError as exc:
-            log.warning("event on %s: %s", pod.key, exc)
+        post_event(
+            self.client, self.options.scheduler_name, pod, kind=kind, reason=reason, message=message
+        )
 
     # -- metrics ---------------------------------------------------------------------------
 
