@@ -10,9 +10,10 @@ own actions, reading the cycle's session):
   minus what allocations hold, and are never negative;
 * **evictions follow the rules:** a victim was running when the cycle began, is preemptible,
   ran at least ``min_runtime_s`` (300 s), was evicted fewer than ``max_evictions`` (3) times
-  before, and leaves whole; a ``preempt`` victim has lower priority than the job it makes room
-  for; a ``reclaim`` victim belongs to another queue; a job moved by ``defrag`` is restartable,
-  has at most the priority of the job it is moved for, and that job binds in the same cycle;
+  before unless reclaimed (reclaim's last resort), and leaves whole; a ``preempt`` victim has
+  lower priority than the job it makes room for; a ``reclaim`` victim belongs to another
+  queue; a job moved by ``defrag`` is restartable, has at most the priority of the job it is
+  moved for, and that job binds in the same cycle;
 * **no preemption loops:** the simulator's ``preemption_loops`` is 0 (no job evicts a job that
   evicted it);
 * **determinism:** the same inputs and seed give the same event log, byte for byte; and the
@@ -297,9 +298,10 @@ def test_evictions_follow_the_rules(case: Case) -> None:
             victim, for_job = run.job, jobs[ev.for_job]
             assert victim.preemptible, f"t={cycle.now}: {ev.job} is not preemptible"
             assert cycle.now - run.start >= MIN_RUNTIME_S, f"t={cycle.now}: {ev.job} too young"
-            assert cycle.evictions_before.get(ev.job, 0) < MAX_EVICTIONS, (
-                f"t={cycle.now}: {ev.job} evicted beyond its budget"
-            )
+            # Borrowed capacity is always returnable: reclaim's last resort passes the budget.
+            assert cycle.evictions_before.get(ev.job, 0) < MAX_EVICTIONS or ev.reason.startswith(
+                "reclaimed"
+            ), f"t={cycle.now}: {ev.job} evicted beyond its budget"
             if ev.job in cycle.plan.moved_jobs():  # defrag: restarted at once elsewhere
                 assert victim.restartable, f"t={cycle.now}: {ev.job} is not restartable"
                 assert victim.priority <= for_job.priority, f"t={cycle.now}: {ev}"

@@ -102,7 +102,7 @@ def test_unknown_policy_lists_the_choices() -> None:
         pytest.param(
             {"actions": ["backfill", "reclaim"], "action_args": {"reclaim": {"overshot": True}}},
             r"profile 'p', action_args.reclaim.overshot: unknown argument \(the action takes: "
-            r"min_runtime_s, max_evictions, max_attempts, overshoot\)",
+            r"min_runtime_s, max_evictions, max_attempts, overshoot, past_budget\)",
             id="unknown-action-arg",
         ),
         pytest.param(

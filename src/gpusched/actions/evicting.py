@@ -231,8 +231,12 @@ class Evicting:
             run.job.preemptible
             and run.job.id in snap.running
             and snap.now - run.start >= self.min_runtime_s
-            and snap.evictions.get(run.job.id, 0) < self.max_evictions
+            and (self._pool_past_budget or snap.evictions.get(run.job.id, 0) < self.max_evictions)
         )
+
+    #: Whether jobs at their disruption budget join the victim pool (``reclaim``: they are
+    #: masked out of its eligible victims until its last-resort pass).
+    _pool_past_budget = False
 
     @staticmethod
     def _victims(session: Session, pool: list[RunningJob]) -> list[Victim]:

@@ -23,8 +23,8 @@ eviction, and may be capped at ``max_attempts`` pending jobs per cycle
 A job with ``preempts`` false (Kubernetes' ``preemptionPolicy: Never``) evicts nothing.
 
 Eligible victims, for both actions: preemptible, running at least ``min_runtime_s``, evicted
-fewer than ``max_evictions`` times before (a per-job disruption budget), and not placed in this
-cycle. Then:
+fewer than ``max_evictions`` times before (a per-job disruption budget; see ``reclaim``'s last
+resort below), and not placed in this cycle. Then:
 
 * ``reclaim``: ``P``'s queue is within its guarantee (with ``P``; nodes held for a reservation
   are open to it: a guarantee is a promise, a reservation a plan -- but victims off those
@@ -39,7 +39,11 @@ cycle. Then:
   gang larger than what it borrows could otherwise keep an owner from its guarantee forever
   (whole-node jobs behind fragmented room); its last victim takes it below its guarantee by less
   than that victim's size, and the victim can never reclaim back (with it, its queue would
-  borrow). After the reclaim ``P`` is within guarantee, so it can never be reclaimed back.
+  borrow). Failing that too (``past_budget``, on by default), borrowers at their disruption
+  budget are eligible as well: borrowed capacity is always returnable, and a borrower whose
+  every job has used its budget would otherwise hold an owner's guarantee for as long as it
+  runs. (The budget still protects them from ``preempt`` and ``defrag``.) After the reclaim
+  ``P`` is within guarantee, so it can never be reclaimed back.
 * ``preempt``: victims have strictly lower priority than ``P``; across queues only when ``P``
   stays within its queue's guarantee (otherwise ``P`` would be borrowing and could be reclaimed,
   which is how preemption loops start), and only from queues that borrow, no more than they
@@ -79,11 +83,16 @@ class Reclaim(Evicting):
         max_evictions: int = 3,
         max_attempts: int | None = None,
         overshoot: bool = True,
+        past_budget: bool = True,
     ) -> None:
         """``overshoot``: when no victim set within what borrowers borrow lets the job fit, a
-        borrower's last victim may take its queue below its guarantee (module docstring)."""
+        borrower's last victim may take its queue below its guarantee; ``past_budget``: failing
+        that too, borrowers at their disruption budget may be taken (module docstring)."""
         super().__init__(min_runtime_s, max_evictions, max_attempts)
         self.overshoot = overshoot
+        self._pool_past_budget = past_budget
+        self._last_resort = False
+        self._budget: tuple[VictimIndex, Mask] | None = None
 
     def wants(self, session: Session, job: Job) -> bool:
         quota = session.quota
@@ -94,7 +103,23 @@ class Reclaim(Evicting):
         )
 
     def eligible(self, session: Session, job: Job, index: VictimIndex) -> Mask:
-        return self._borrowers(session, job, index)
+        borrowers = self._borrowers(session, job, index)
+        if not self._pool_past_budget or self._last_resort:
+            return borrowers
+        return borrowers & self._within_budget(session, index)
+
+    def _within_budget(self, session: Session, index: VictimIndex) -> Mask:
+        """Victims of ``index`` evicted fewer than ``max_evictions`` times before (kept per
+        index: the counts are the snapshot's, fixed within a cycle)."""
+        if self._budget is None or self._budget[0] is not index:
+            counts = session.snapshot.evictions
+            mask = np.fromiter(
+                (counts.get(v.job.id, 0) < self.max_evictions for v in index.victims),
+                np.bool_,
+                len(index.victims),
+            )
+            self._budget = (index, mask)
+        return self._budget[1]
 
     def still_eligible(self, session: Session, victim: Victim, taken: list[Victim]) -> bool:
         return self._within_borrowing(session, victim, taken)
@@ -127,11 +152,29 @@ class Reclaim(Evicting):
         finally:
             session.blocked_nodes = {}
         chosen = super()._make_room(session, job, index, misses, key)
-        if chosen is not None or not self.overshoot:
-            return chosen
-        self._overshooting = True
-        try:  # its own key: it may take victims the search within borrowing may not
-            return super()._make_room(session, job, index, misses, (*key, "overshoot"))
+        if chosen is None and self.overshoot:
+            chosen = self._fallback(session, job, index, misses, (*key, "overshoot"))
+        if chosen is None and self._pool_past_budget:
+            self._last_resort = True
+            try:
+                chosen = self._fallback(session, job, index, misses, (*key, "past-budget"))
+            finally:
+                self._last_resort = False
+        return chosen
+
+    def _fallback(
+        self,
+        session: Session,
+        job: Job,
+        index: VictimIndex,
+        misses: Misses,
+        key: tuple[object, ...],
+    ) -> list[Victim] | None:
+        """The search on every node, a queue's victims taken while it borrows anything if
+        ``overshoot`` (its own ``key``: it may take victims the first search may not)."""
+        self._overshooting = self.overshoot
+        try:
+            return super()._make_room(session, job, index, misses, key)
         finally:
             self._overshooting = False
 
