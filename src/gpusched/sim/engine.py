@@ -16,19 +16,9 @@ Loop::
         with ``drop_unplaced`` (the openb protocol) every job gets exactly one try
         observers see the state after the cycle
 
-Placement quality the driver measures as it applies binds (``RunMetrics`` reports them):
-
-* before each bind of a task with 2 or more GPUs on a node with a GPU topology: whether its GPUs
-  were a best-connected set among the GPUs free for its share just then
-  (:func:`~gpusched.plugins.topology_aware.is_best_connected_set`);
-* when a job with 2 or more tasks starts, per network level: whether all its nodes share one
-  domain, and whether it could have (some domain of the empty cluster has room for it,
-  :func:`~gpusched.framework.domains.task_fit`);
-* per GPU, the memory its tasks use (a request by memory uses that much; a share ``m`` uses
-  ``m / 1000`` of the GPU's usable memory): a bind that takes a GPU above its usable memory is
-  a GPU memory overcommit event;
-* MIG: binds take the instances the plan names; ``mig_gpus_reconfigured`` counts the plan's
-  reconfigured GPUs (``plan.mig_layouts``), ``mig_layouts_chosen`` those that were empty.
+Placement quality (best-connected GPU sets, gangs within one network domain, GPU memory
+overcommit, MIG reconfigurations) is measured as binds are applied, by
+:class:`~gpusched.sim.placement_quality.PlacementQuality` (``Simulation.quality``).
 
 The cycle seed is derived from the run seed and the cycle number, so a run is a pure function of
 (cluster, jobs, profile, seed): the same inputs give the same event log, byte for byte.
@@ -39,17 +29,13 @@ running jobs and their start times (a new ``RunningJob`` record whenever a job's
 change, so the scheduler's :class:`~gpusched.framework.memo.CycleMemo` may reuse what it derived
 from a record), per-job eviction counts, the mean observed run time per
 ``(user, kind)`` (for backfill estimates), and each queue's decayed usage for fair share, an
-exponentially weighted average of its usage with half-life ``h``::
-
-    H_q(t + dt) = H_q(t) * 2^(-dt/h) + U_q(t) * (1 - 2^(-dt/h))
+exponentially weighted average of its usage (:mod:`gpusched.sim.usage_history`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from gpusched.errors import InvariantError
 from gpusched.framework import (
@@ -62,14 +48,9 @@ from gpusched.framework import (
     Snapshot,
     Status,
 )
-from gpusched.framework.domains import task_fit
 from gpusched.framework.memo import CycleMemo
 from gpusched.framework.mig import check_mig_requests
-from gpusched.framework.quota import job_request
 from gpusched.model import (
-    CPU,
-    GPU,
-    MEMORY,
     Job,
     JobId,
     NetworkTopology,
@@ -79,54 +60,16 @@ from gpusched.model import (
     Task,
     TaskId,
 )
-from gpusched.plugins.topology_aware import is_best_connected_set
 from gpusched.scheduler import schedule
 from gpusched.sim.events import EventHeap, EventKind
+from gpusched.sim.placement_quality import PlacementQuality
+from gpusched.sim.records import JobRecord, SimOptions
+from gpusched.sim.usage_history import decay_usage
 
-__all__ = ["JobRecord", "SimOptions", "Simulation"]
+__all__ = ["Simulation"]
 
 _SEED_MIX = 0x9E3779B97F4A7C15
 _MASK = (1 << 63) - 1
-
-
-@dataclass(frozen=True, slots=True)
-class SimOptions:
-    """How the simulator treats the workload.
-
-    Attributes:
-        drop_unplaced: give every job one scheduling attempt (openb protocol); a job that does
-            not fit is dropped instead of waiting.
-        ignore_durations: jobs never finish (openb protocol).
-        sequential_arrivals: ignore submit times; job ``i`` arrives at time ``i``.
-        record_events: keep the event log (for determinism checks and debugging).
-        fair_share_half_life_s: half-life of the decayed queue usage used by fair share.
-    """
-
-    drop_unplaced: bool = False
-    ignore_durations: bool = False
-    sequential_arrivals: bool = False
-    record_events: bool = False
-    fair_share_half_life_s: float = 4 * 3600.0
-
-
-@dataclass(slots=True)
-class JobRecord:
-    """What happened to one job."""
-
-    job: Job
-    arrival: float
-    start: float | None = None
-    end: float | None = None
-    status: Status | None = None
-    evictions: int = 0
-    first_start: float | None = None
-    estimated_start: float | None = None
-    moves: int = 0
-
-    @property
-    def wait(self) -> float | None:
-        """Arrival to first start (seconds)."""
-        return None if self.first_start is None else self.first_start - self.arrival
 
 
 @dataclass(slots=True)
@@ -169,17 +112,8 @@ class Simulation:
     _evicted_counts: dict[JobId, int] = field(init=False, default_factory=dict)
     _placed_of: dict[JobId, int] = field(init=False, default_factory=dict)
     _runtime_means: dict[tuple[str, str], float] = field(init=False, default_factory=dict)
-    multi_gpu_binds: int = field(init=False, default=0)
-    multi_gpu_best_connected: int = field(init=False, default=0)
-    gpu_memory_overcommit_events: int = field(init=False, default=0)
-    mig_layouts_chosen: int = field(init=False, default=0)
-    mig_gpus_reconfigured: int = field(init=False, default=0)
-    gangs_in_one_domain: dict[str, list[int]] = field(init=False, default_factory=dict)
-    _gpu_mem_used: dict[tuple[int, int], float] = field(init=False, default_factory=dict)
-    _task_mem: dict[TaskId, tuple[int, tuple[int, ...], float]] = field(
-        init=False, default_factory=dict
-    )
-    _domain_fits: dict[tuple[object, ...], bool] = field(init=False, default_factory=dict)
+    #: Placement quality measured as binds are applied (``RunMetrics`` reports it).
+    quality: PlacementQuality = field(init=False)
     #: Results about running jobs the scheduler keeps from cycle to cycle (speed only).
     memo: CycleMemo = field(init=False, default_factory=CycleMemo)
 
@@ -190,8 +124,7 @@ class Simulation:
                 self.state.network.level(
                     job.topology.level, where=f"job {job.id!r}: field 'topology'"
                 )
-        for level in self.state.network.names:
-            self.gangs_in_one_domain[level] = [0, 0, 0]
+        self.quality = PlacementQuality(self.state)
         check_mig_requests(self.state, self.jobs)
         for i, job in enumerate(self.jobs):
             if job.id in self.records:
@@ -257,7 +190,7 @@ class Simulation:
                 self._complete(job_id)
         for task in released:
             if task in self.state.allocations:
-                self._forget_memory(task)
+                self.quality.forget_memory(task)
                 self.state.release(task)
         for job_id in arrived:
             self._arrive(job_id)
@@ -280,72 +213,12 @@ class Simulation:
     def _release(self, job: Job) -> None:
         for task in job.tasks:
             if task.id in self.state.allocations:
-                self._forget_memory(task.id)
+                self.quality.forget_memory(task.id)
                 self.state.release(task.id)
 
-    # -- placement quality (module docstring) ------------------------------------------------
-
-    def _check_connectivity(self, node: int, gpus: tuple[int, ...], milli: int) -> None:
-        topo = self.state.nodes[node].topology
-        if topo is None or len(gpus) < 2:
-            return
-        row = self.state.gpu_free[node]
-        free = sum(1 << g for g in range(topo.gpu_count) if row[g] >= milli)
-        self.multi_gpu_binds += 1
-        if is_best_connected_set(topo, free, gpus):
-            self.multi_gpu_best_connected += 1
-
     def _use_memory(self, task: Task, node: int, gpus: tuple[int, ...]) -> None:
-        usable = int(self.state.gpu_usable_mib[node])
-        shape = task.shape
-        if usable <= 0 or not gpus:
-            return
-        used = (
-            float(shape.gpu_memory_mib) if shape.gpu_memory_mib else shape.gpu_milli * usable / 1000
-        )
-        over = False
-        for g in gpus:
-            total = self._gpu_mem_used.get((node, g), 0.0) + used
-            self._gpu_mem_used[(node, g)] = total
-            over = over or total > usable + 1e-6
-        self._task_mem[task.id] = (node, gpus, used)
-        if over:
-            self.gpu_memory_overcommit_events += 1
+        if self.quality.use_memory(task, node, gpus):
             self._log("gpu-memory-overcommit", task.id, f"{self.state.names[node]}{list(gpus)}")
-
-    def _forget_memory(self, task: TaskId) -> None:
-        held = self._task_mem.pop(task, None)
-        if held is not None:
-            node, gpus, used = held
-            for g in gpus:
-                self._gpu_mem_used[(node, g)] -= used
-
-    def _count_domains(self, job: Job) -> None:
-        allocs = [a for t in job.tasks if (a := self.state.allocations.get(t.id)) is not None]
-        if len(allocs) < 2:
-            return
-        nodes = [a.node for a in allocs]
-        for i, level in enumerate(self.state.network.names):
-            ids = self.state.domains(i)[nodes]
-            counts = self.gangs_in_one_domain[level]
-            counts[0] += 1
-            if self._fits_one_domain(job, i, len(allocs)):
-                counts[1] += 1
-                if ids[0] >= 0 and bool((ids == ids[0]).all()):
-                    counts[2] += 1
-
-    def _fits_one_domain(self, job: Job, level: int, need: int) -> bool:
-        shape = job.tasks[0].shape
-        key = (shape, need, level)
-        known = self._domain_fits.get(key)
-        if known is None:
-            empty = self.state.empty()
-            fit = task_fit(empty, shape, empty.model_mask(shape.gpu_models))
-            ids = empty.domains(level)
-            have = ids >= 0
-            room = np.bincount(ids[have], weights=fit[have], minlength=1)
-            known = self._domain_fits[key] = bool(room.max() >= need)
-        return known
 
     def _complete(self, job_id: JobId) -> None:
         rec = self.records[job_id]
@@ -403,15 +276,13 @@ class Simulation:
         for bind in plan.binds:
             node = index[bind.node]
             task = self._tasks[bind.task]
-            self._check_connectivity(node, bind.gpus, bind.gpu_milli)
+            self.quality.check_connectivity(node, bind.gpus, bind.gpu_milli)
             self.state.allocate(task, node, bind.gpus, bind.gpu_milli, bind.mig or None)
             self._use_memory(task, node, bind.gpus)
             touched[bind.job] = None
             where = f" mig {[str(sl) for sl in bind.mig]}" if bind.mig else ""
             self._log("bind", bind.task, f"{bind.node}{list(bind.gpus)}{where}")
-        for layout in plan.mig_layouts:
-            self.mig_layouts_chosen += layout.was_empty
-            self.mig_gpus_reconfigured += 1
+        self.quality.count_mig_layouts(plan)
         for job_id in touched:
             rec = self.records[job_id]
             if job_id in self.running:
@@ -438,7 +309,7 @@ class Simulation:
             rec.first_start = self.now
         rec.status = Status.success()
         if rec.evictions == 0 and rec.moves == 0:  # first start only
-            self._count_domains(job)
+            self.quality.count_domains(job)
         self._pending.pop(job.id, None)
         self.running[job.id] = RunningJob(job, self.now, rec.evictions, deadline)
         # Requested GPU of what runs: the gang and any elastic members bound with it.
@@ -491,7 +362,7 @@ class Simulation:
         for mv in moves:
             node = index[mv.to_node]
             task = self._tasks[mv.task]
-            self._check_connectivity(node, mv.to_gpus, mv.gpu_milli)
+            self.quality.check_connectivity(node, mv.to_gpus, mv.gpu_milli)
             self.state.allocate(task, node, mv.to_gpus, mv.gpu_milli)
             self._use_memory(task, node, mv.to_gpus)
             self.defrag_tasks_moved += 1
@@ -512,7 +383,7 @@ class Simulation:
         self._placed_of[job_id] = self._placed_of.get(job_id, 0) - freed
         self.placed_milli -= freed
         for task in tasks:
-            self._forget_memory(task)
+            self.quality.forget_memory(task)
         self.state.release_many(tasks)
         run = self.running[job_id]  # new allocations, new record (memo contract)
         self.running[job_id] = RunningJob(run.job, run.start, run.evictions, run.deadline)
@@ -526,19 +397,13 @@ class Simulation:
         self._history_time = now
         if dt <= 0:
             return
-        keep = 0.5 ** (dt / self.options.fair_share_half_life_s)
-        usage: dict[QueueName, dict[str, float]] = {}
-        for run in self.running.values():
-            req = job_request(run.job)
-            for q in self.queues.path(run.job.queue) if run.job.queue in self.queues else ():
-                u = usage.setdefault(q, {})
-                for x in (GPU, CPU, MEMORY):
-                    u[x] = u.get(x, 0.0) + req[x]
-        for spec in self.queues:
-            hist = self.usage_history.setdefault(spec.name, {})
-            now_usage = usage.get(spec.name, {})
-            for x in (GPU, CPU, MEMORY):
-                hist[x] = hist.get(x, 0.0) * keep + now_usage.get(x, 0.0) * (1 - keep)
+        decay_usage(
+            self.usage_history,
+            self.queues,
+            self.running.values(),
+            dt,
+            self.options.fair_share_half_life_s,
+        )
 
     # -- results ---------------------------------------------------------------------------
 

@@ -44,7 +44,7 @@ cluster only drains, which says nothing about the policy):
   could have fitted one domain of that level on the empty cluster, the share started inside one
   (``gangs_fitting_one_domain``: how many such jobs; ``gangs_started``: all multi-task jobs);
 * ``gpu_memory_overcommit_events``: binds that took some GPU above its usable memory (see
-  :mod:`gpusched.sim.engine`; it must be 0);
+  :mod:`gpusched.sim.placement_quality`; it must be 0);
 * MIG (:mod:`gpusched.framework.mig`): ``mig_held_pct``, time-average on ``[a, b]`` of
   ``100 * held / (1000 * #MIG GPUs)`` with ``held`` the GPU-equivalent of the instances in use
   (``null`` without MIG GPUs); ``mig_instances_in_use_max``: most instances in use at once;
@@ -263,26 +263,26 @@ def summarise(sim: Simulation, metrics: RunMetrics) -> dict[str, Any]:
         "jain_fairness": round(_jain(shares), 4),
         "quota_guarantee_violations": len(metrics.violations),
         "multi_gpu_tasks_on_best_connected_set_pct": (
-            round(100.0 * sim.multi_gpu_best_connected / sim.multi_gpu_binds, 3)
-            if sim.multi_gpu_binds
+            round(100.0 * sim.quality.multi_gpu_best_connected / sim.quality.multi_gpu_binds, 3)
+            if sim.quality.multi_gpu_binds
             else None
         ),
-        "multi_gpu_tasks_with_topology": sim.multi_gpu_binds,
+        "multi_gpu_tasks_with_topology": sim.quality.multi_gpu_binds,
         "gangs_within_one_domain_pct": {
             level: round(100.0 * within / fits, 3) if fits else None
-            for level, (_, fits, within) in sim.gangs_in_one_domain.items()
+            for level, (_, fits, within) in sim.quality.gangs_in_one_domain.items()
         },
         "gangs_fitting_one_domain": {
-            level: fits for level, (_, fits, _) in sim.gangs_in_one_domain.items()
+            level: fits for level, (_, fits, _) in sim.quality.gangs_in_one_domain.items()
         },
-        "gangs_started": max((c[0] for c in sim.gangs_in_one_domain.values()), default=0),
-        "gpu_memory_overcommit_events": sim.gpu_memory_overcommit_events,
+        "gangs_started": max((c[0] for c in sim.quality.gangs_in_one_domain.values()), default=0),
+        "gpu_memory_overcommit_events": sim.quality.gpu_memory_overcommit_events,
         "mig_held_pct": (
             round(_time_average(s.time, s.mig_held_pct, end), 3) if s.mig_held_pct else None
         ),
         "mig_instances_in_use_max": metrics.mig_instances_max,
-        "mig_gpus_reconfigured": sim.mig_gpus_reconfigured,
-        "mig_layouts_chosen": sim.mig_layouts_chosen,
+        "mig_gpus_reconfigured": sim.quality.mig_gpus_reconfigured,
+        "mig_layouts_chosen": sim.quality.mig_layouts_chosen,
         "makespan_s": round(last - (s.time[0] if s.time else 0.0), 3),
         "cycles": sim.cycle,
     }

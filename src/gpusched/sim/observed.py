@@ -43,8 +43,9 @@ from gpusched.framework import Bind, Code, Eviction, Plan, PluginContext, Profil
 from gpusched.model import Job, JobId, Node, NodeName, Task, TaskId
 from gpusched.plugins.fragmentation import TargetWorkload
 from gpusched.scheduler import build_profile
-from gpusched.sim.engine import SimOptions, Simulation
+from gpusched.sim.engine import Simulation
 from gpusched.sim.metrics import RunMetrics, summarise
+from gpusched.sim.records import SimOptions
 
 __all__ = [
     "Kind",

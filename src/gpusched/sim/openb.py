@@ -37,7 +37,8 @@ from gpusched.framework import PluginContext, ProfileSpec
 from gpusched.model import Job, Node, TaskShape
 from gpusched.plugins.fragmentation import TargetWorkload, cluster_fragmentation
 from gpusched.scheduler import build_profile
-from gpusched.sim.engine import SimOptions, Simulation
+from gpusched.sim.engine import Simulation
+from gpusched.sim.records import SimOptions
 
 __all__ = ["OPENB_POINTS", "OpenbRun", "as_memory_requests", "openb_order", "run_openb"]
 

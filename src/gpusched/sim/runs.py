@@ -11,8 +11,9 @@ from gpusched.framework import PluginContext, ProfileSpec
 from gpusched.model import Job, Node, QueueTree
 from gpusched.plugins.fragmentation import TargetWorkload
 from gpusched.scheduler import build_profile
-from gpusched.sim.engine import SimOptions, Simulation
+from gpusched.sim.engine import Simulation
 from gpusched.sim.metrics import RunMetrics, Series, summarise
+from gpusched.sim.records import SimOptions
 
 __all__ = ["SimRun", "prepare", "simulate"]
 

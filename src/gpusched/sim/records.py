@@ -1,0 +1,57 @@
+"""What a simulation is asked to do and what it records per job.
+
+:class:`SimOptions` says how the simulator treats the workload (the openb protocol's one try per
+job, run forever, sequential arrivals; the event log; the fair-share half-life);
+:class:`JobRecord` is what happened to one job (arrival, starts, end, evictions, moves, the
+scheduler's last status), which ``RunMetrics`` and the CLI read after a run. They are kept apart
+from :mod:`gpusched.sim.engine` so that readers of results need not import the event loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpusched.framework import Status
+from gpusched.model import Job
+
+__all__ = ["JobRecord", "SimOptions"]
+
+
+@dataclass(frozen=True, slots=True)
+class SimOptions:
+    """How the simulator treats the workload.
+
+    Attributes:
+        drop_unplaced: give every job one scheduling attempt (openb protocol); a job that does
+            not fit is dropped instead of waiting.
+        ignore_durations: jobs never finish (openb protocol).
+        sequential_arrivals: ignore submit times; job ``i`` arrives at time ``i``.
+        record_events: keep the event log (for determinism checks and debugging).
+        fair_share_half_life_s: half-life of the decayed queue usage used by fair share.
+    """
+
+    drop_unplaced: bool = False
+    ignore_durations: bool = False
+    sequential_arrivals: bool = False
+    record_events: bool = False
+    fair_share_half_life_s: float = 4 * 3600.0
+
+
+@dataclass(slots=True)
+class JobRecord:
+    """What happened to one job."""
+
+    job: Job
+    arrival: float
+    start: float | None = None
+    end: float | None = None
+    status: Status | None = None
+    evictions: int = 0
+    first_start: float | None = None
+    estimated_start: float | None = None
+    moves: int = 0
+
+    @property
+    def wait(self) -> float | None:
+        """Arrival to first start (seconds)."""
+        return None if self.first_start is None else self.first_start - self.arrival
