@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from e2e.kube import POD_GROUP_LABEL, node_manifest, pod_manifest
-from gpusched.live.snapshot import Assumed, SnapshotMemo, build_snapshot
+from gpusched.live.snapshot import Assumed, build_snapshot
+from gpusched.live.snapshot_jobs import SnapshotMemo
 from gpusched.live.translate import GPUS_ANNOTATION, node_from_k8s
 from gpusched.live.translate_pod import PodInfo, pod_from_k8s
 from gpusched.live.translate_podgroup import PodGroupInfo

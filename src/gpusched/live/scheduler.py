@@ -52,7 +52,8 @@ from gpusched.live.pod_writes import clear_nomination, nominate, post_event, wri
 from gpusched.live.queues import (
     build_queues,
 )
-from gpusched.live.snapshot import Assumed, Extras, LiveSnapshot, SnapshotMemo, build_snapshot
+from gpusched.live.snapshot import Assumed, Extras, LiveSnapshot, build_snapshot
+from gpusched.live.snapshot_jobs import SnapshotMemo
 from gpusched.live.translate import (
     GPU_MILLI_ANNOTATION,
     GPUS_ANNOTATION,
