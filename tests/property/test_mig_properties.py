@@ -4,7 +4,7 @@ On random clusters (A100/H100 GPUs that are plain, static MIG with a random vali
 reconfigurable) and random workloads (MIG requests of every profile, plain whole and shared
 GPUs), after every step -- a direct allocate or release on the state, or every cycle of the
 simulator running the real ``schedule()`` -- every MIG GPU's layout passes
-:func:`~gpusched.model.mig.layout_problem`, a static GPU uses only its own instances, the
+:func:`~gpusched.model.mig_layout.layout_problem`, a static GPU uses only its own instances, the
 instances in use are exactly those the allocations hold, their GPU-equivalents add up, and a
 MIG GPU never shows a plain free share.
 """
@@ -20,15 +20,8 @@ from gpusched.errors import InvariantError
 from gpusched.framework import ClusterState
 from gpusched.framework.mig import mig_fit_count
 from gpusched.model import Gpu, GpuModel, Job, JobId, Node, NodeName, Task, TaskId, TaskShape
-from gpusched.model.mig import (
-    GEOMETRIES,
-    MigConfig,
-    MigPlacement,
-    feasible_starts,
-    geometry_for_gpu,
-    layout_problem,
-    mig_milli,
-)
+from gpusched.model.mig import GEOMETRIES, MigConfig, MigPlacement, geometry_for_gpu, mig_milli
+from gpusched.model.mig_layout import feasible_starts, layout_problem
 from gpusched.scheduler import build_profile, policy_spec
 from gpusched.sim import SimOptions, Simulation
 

@@ -17,14 +17,8 @@ from hypothesis import strategies as st
 
 from builders import cycle_context, make_state, make_task, occupy
 from gpusched.model import GpuModel, Node
-from gpusched.model.mig import (
-    GEOMETRIES,
-    MigGeometry,
-    MigPlacement,
-    choose_layout,
-    feasible_starts,
-    layout_problem,
-)
+from gpusched.model.mig import GEOMETRIES, MigGeometry, MigPlacement
+from gpusched.model.mig_layout import choose_layout, feasible_starts, layout_problem
 from gpusched.model.topology import GpuDevice, NodeTopology, SetKey
 from gpusched.plugins.topology_aware import (
     TopologyAwareGpu,

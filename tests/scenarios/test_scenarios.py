@@ -98,7 +98,8 @@ from gpusched.model import (
     Task,
     TaskId,
 )
-from gpusched.model.mig import MigSlice, layout_problem, parse_placement
+from gpusched.model.mig import MigSlice, parse_placement
+from gpusched.model.mig_layout import layout_problem
 from gpusched.plugins.fragmentation import TargetWorkload
 from gpusched.scheduler import build_profile, policy_spec, schedule
 from gpusched.sim import SimOptions, Simulation

@@ -5,14 +5,10 @@ from __future__ import annotations
 import pytest
 
 from gpusched.errors import ConfigError
-from gpusched.model.mig import (
-    GEOMETRIES,
-    MigGeometry,
-    MigPlacement,
+from gpusched.model.mig import GEOMETRIES, MigGeometry, MigPlacement, geometry_for, geometry_for_gpu
+from gpusched.model.mig_layout import (
     choose_layout,
     feasible_starts,
-    geometry_for,
-    geometry_for_gpu,
     layout_problem,
     validate_layout,
 )

@@ -11,7 +11,8 @@ from gpusched.framework.mig import mig_fit_count
 from gpusched.framework.quota import job_request
 from gpusched.framework.state import ReleaseBatch
 from gpusched.model import GPU, GpuModel, Job, JobId, Node, Task, TaskId, TaskShape
-from gpusched.model.mig import MigConfig, MigPlacement, MigSlice, geometry_for, layout_problem
+from gpusched.model.mig import MigConfig, MigPlacement, MigSlice, geometry_for
+from gpusched.model.mig_layout import layout_problem
 from gpusched.scheduler import build_profile, policy_spec, schedule
 
 P = MigPlacement

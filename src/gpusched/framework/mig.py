@@ -57,11 +57,10 @@ from gpusched.model.mig import (
     MigGeometry,
     MigPlacement,
     MigSlice,
-    feasible_starts,
     geometry_for_gpu,
-    layout_room,
     mig_milli,
 )
+from gpusched.model.mig_layout import feasible_starts, layout_room
 
 if TYPE_CHECKING:
     from gpusched.framework.state import ClusterState

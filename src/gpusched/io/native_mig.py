@@ -28,11 +28,10 @@ from gpusched.model.mig import (
     GEOMETRIES,
     MigConfig,
     MigPlacement,
-    choose_layout,
     geometry_for_gpu,
     parse_placement,
-    validate_layout,
 )
+from gpusched.model.mig_layout import choose_layout, validate_layout
 
 __all__ = ["MigEntry", "MigError", "build_mig", "dump_mig", "dump_mig_request", "known_profiles"]
 

@@ -13,7 +13,8 @@ from enum import StrEnum
 from gpusched.errors import ConfigError
 from gpusched.model.constraints import Taint
 from gpusched.model.ids import GpuModel, NodeName
-from gpusched.model.mig import MigConfig, check_node_mig
+from gpusched.model.mig import MigConfig
+from gpusched.model.mig_layout import check_node_mig
 from gpusched.model.topology import NodeTopology, check_topology
 
 __all__ = ["Gpu", "Node", "SharingMode"]
@@ -80,7 +81,7 @@ class Node:
         mig: per GPU, its MIG configuration (:class:`~gpusched.model.mig.MigConfig`: a static
             layout, or reconfigurable) or ``None`` for a plain GPU; empty: no MIG at all.
             A MIG-enabled GPU serves MIG requests only. Checked when built
-            (:func:`~gpusched.model.mig.check_node_mig`).
+            (:func:`~gpusched.model.mig_layout.check_node_mig`).
     """
 
     name: NodeName
