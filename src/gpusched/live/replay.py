@@ -9,18 +9,20 @@ the apiserver, the live scheduler (``gpusched run``, or any scheduler named by
 2. at ``(submit_time - first submit_time) / speed`` wall seconds after the start it creates
    the job's PodGroup (gangs) and pods; each pod carries its run time divided by ``speed``,
    after which kwok's ``gpusched-pod-complete`` stage marks it Succeeded;
-3. one watch on the replay's pods records, in trace seconds (wall seconds since the start
-   times ``speed``, plus the first submit time), when each pod was first seen bound (node,
-   GPU indices from ``gpusched.dev/gpus``), when it Succeeded, and pods deleted before they
-   finished (evictions: the pod is created again, as a Job controller would, and the job
-   counts as preempted); a watch that expires (410) re-lists;
+3. one watch on the replay's pods (:mod:`.replay_watch`) records, in trace seconds (wall
+   seconds since the start times ``speed``, plus the first submit time), when each pod was
+   first seen bound (node, GPU indices from ``gpusched.dev/gpus``), when it Succeeded, and pods
+   deleted before they finished (evictions: the pod is created again, as a Job controller
+   would, and the job counts as preempted); a watch that expires (410) re-lists;
 4. it stops when every job has finished (jobs without a duration: once started), or when
    nothing has changed for ``stall_s`` wall seconds after the last arrival; then it deletes
    everything it created (unless ``keep``).
 
 Arrivals are the trace's own times (as in ``simulate``); a pod created late (the machine could
 not keep up) waits longer, and ``submit_lag_s`` says by how much. The result is a list of
-:class:`ReplayEvent`; :mod:`gpusched.sim.observed` turns it into ``simulate``'s metrics.
+:class:`~gpusched.live.replay_watch.ReplayEvent` (in the
+:class:`~gpusched.live.replay_watch.ReplayResult` :func:`replay` returns);
+:mod:`gpusched.sim.observed` turns it into ``simulate``'s metrics.
 
 Requirements on the cluster: kwok managing nodes annotated ``kwok.x-k8s.io/node: fake`` with
 the stages in ``hack/controlplane/kwok/stages.yaml`` (pod ready, pod delete,
@@ -36,8 +38,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from gpusched.live.client import ApiError, JsonObj, KubeClient
 from gpusched.live.replay_objects import (
@@ -49,10 +50,10 @@ from gpusched.live.replay_objects import (
     podgroup_object,
     priority_class_object,
 )
-from gpusched.live.translate import GPUS_ANNOTATION
-from gpusched.model import MILLI_PER_GPU, Job, JobId, Node
+from gpusched.live.replay_watch import ReplayEvent, ReplayResult, ReplayWatch
+from gpusched.model import Job, JobId, Node
 
-__all__ = ["ReplayEvent", "ReplayOptions", "ReplayResult", "replay"]
+__all__ = ["ReplayOptions", "replay"]
 
 log = logging.getLogger(__name__)
 
@@ -81,41 +82,6 @@ class ReplayOptions:
     workers: int = 16
 
 
-@dataclass(frozen=True, slots=True)
-class ReplayEvent:
-    """What the replay saw, at ``time`` trace seconds: ``kind`` is ``arrive``, ``bind``,
-    ``complete`` or ``evict``; ``task``/``node``/``gpus``/``gpu_milli`` as for a bind."""
-
-    time: float
-    kind: str
-    job: str
-    task: str = ""
-    node: str = ""
-    gpus: tuple[int, ...] | None = None
-    gpu_milli: int = 0
-
-
-@dataclass(slots=True)
-class ReplayResult:
-    """Events in trace seconds, why jobs that never started were pending, and timings."""
-
-    run: str
-    events: list[ReplayEvent] = field(default_factory=list)
-    statuses: dict[str, str] = field(default_factory=dict)
-    end: float = 0.0
-    wall_s: float = 0.0
-    submit_lag_s: list[float] = field(default_factory=list)
-    recreated: int = 0
-    errors: list[str] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class _PodState:
-    uid: str = ""
-    bound: bool = False
-    finished: bool = False
-
-
 class _Replay:
     """One replay in progress (see the module docstring)."""
 
@@ -131,14 +97,17 @@ class _Replay:
         self.result = ReplayResult(uuid.uuid4().hex[:8])
         self.origin = self.jobs[0].submit_time if self.jobs else 0.0
         self.t0 = time.monotonic()
-        self.lock = threading.Lock()
-        self.changed = threading.Event()
-        self.closing = threading.Event()
-        self.pods: dict[str, _PodState] = {}
         self.manifests: dict[str, JsonObj] = {}
-        self.tasks: dict[str, tuple[Job, int]] = {}  # pod name -> job, task index
-        self.finished_jobs: set[str] = set()
         self.names = ReplayNames()
+        self.watch = ReplayWatch(
+            client,
+            self.result,
+            self.names,
+            namespace=opts.namespace,
+            shares=opts.shares,
+            clock=self.trace_now,
+            recreate=self._recreate,
+        )
         self.node_objects: list[JsonObj] = []
         self.job_objects: dict[JobId, tuple[JsonObj | None, list[JsonObj]]] = {}
         self.pool = ThreadPoolExecutor(opts.workers, thread_name_prefix="replay")
@@ -148,11 +117,6 @@ class _Replay:
     def trace_now(self) -> float:
         return self.origin + (time.monotonic() - self.t0) * self.opts.speed
 
-    def _record(self, event: ReplayEvent) -> None:
-        with self.lock:
-            self.result.events.append(event)
-        self.changed.set()
-
     # -- setup -----------------------------------------------------------------------------
 
     def _create(self, path: str, body: JsonObj) -> None:
@@ -161,6 +125,10 @@ class _Replay:
         except ApiError as exc:
             if exc.status_code != 409:
                 raise
+
+    def _recreate(self, name: str) -> None:
+        path = f"/api/v1/namespaces/{self.opts.namespace}/pods"
+        self.pool.submit(self._create, path, self.manifests[name])
 
     def setup(self) -> None:
         ns = self.opts.namespace
@@ -207,7 +175,7 @@ class _Replay:
                 shares=self.opts.shares,
             )
             self.manifests[name] = pod
-            self.tasks[name] = (job, index)
+            self.watch.tasks[name] = (job, index)
             pods.append(pod)
         return (podgroup_object(job, group, ns, run) if gang else None), pods
 
@@ -220,7 +188,7 @@ class _Replay:
             for pod in pods:
                 self._create(f"/api/v1/namespaces/{ns}/pods", pod)
         except ApiError as exc:
-            with self.lock:
+            with self.watch.lock:
                 self.result.errors.append(f"job {job.id}: {exc}")
 
     def prepare(self) -> None:
@@ -234,131 +202,31 @@ class _Replay:
             due = self.t0 + (job.submit_time - self.origin) / self.opts.speed
             while (left := due - time.monotonic()) > 0:
                 time.sleep(min(left, 0.5))
-                progress(len(self.finished_jobs), len(self.jobs))
+                progress(len(self.watch.finished_jobs), len(self.jobs))
             group, pods = self.job_objects[job.id]
-            self._record(ReplayEvent(job.submit_time, "arrive", str(job.id)))
+            self.watch.record(ReplayEvent(job.submit_time, "arrive", str(job.id)))
             self.pool.submit(self._submit, job, group, pods, due)
-
-    # -- watching --------------------------------------------------------------------------
-
-    def watch(self, stop: threading.Event) -> None:
-        path = f"/api/v1/namespaces/{self.opts.namespace}/pods"
-        selector = {"labelSelector": f"{REPLAY_LABEL}={self.result.run}"}
-        version = ""
-        while not stop.is_set():
-            try:
-                if not version:
-                    listing = self.client.get(path, selector)
-                    for obj in listing.get("items") or []:
-                        self._seen(obj)
-                    version = str((listing.get("metadata") or {}).get("resourceVersion", ""))
-                params = {**selector, "resourceVersion": version, "allowWatchBookmarks": "true"}
-                for event in self.client.watch(
-                    path, {**params, "timeoutSeconds": "60"}, timeout_s=60
-                ):
-                    obj = event.get("object") or {}
-                    if event.get("type") == "ERROR":
-                        raise ApiError("WATCH", path, int(obj.get("code") or 0), obj)
-                    version = str((obj.get("metadata") or {}).get("resourceVersion", version))
-                    if event.get("type") == "DELETED":
-                        self._deleted(obj)
-                    elif event.get("type") in ("ADDED", "MODIFIED"):
-                        self._seen(obj)
-                    if stop.is_set():
-                        return
-            except ApiError as exc:
-                if exc.status_code == 410:
-                    version = ""  # expired: list again (a pod deleted meanwhile stays unseen)
-                else:
-                    log.warning("replay watch: %s; retrying", exc)
-                    stop.wait(1.0)
-
-    def _seen(self, obj: JsonObj) -> None:
-        meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
-        name = meta["name"]
-        known = self.tasks.get(name)
-        if known is None:
-            return
-        job, index = known
-        task = job.tasks[index]
-        now = self.trace_now()
-        with self.lock:
-            state = self.pods.setdefault(name, _PodState())
-            if state.uid != meta.get("uid"):
-                state.uid, state.bound, state.finished = str(meta.get("uid")), False, False
-            bind = bool(spec.get("nodeName")) and not state.bound
-            done = status.get("phase") == "Succeeded" and not state.finished
-            state.bound = state.bound or bind
-            state.finished = state.finished or done
-        if bind:
-            shape = task.shape
-            whole = shape.num_gpu and shape.gpu_milli < MILLI_PER_GPU and not self.opts.shares
-            self._record(
-                ReplayEvent(
-                    now,
-                    "bind",
-                    str(job.id),
-                    str(task.id),
-                    spec["nodeName"],
-                    _indices((meta.get("annotations") or {}).get(GPUS_ANNOTATION)),
-                    MILLI_PER_GPU if whole else 0,
-                )
-            )
-        if done:
-            self._record(ReplayEvent(now, "complete", str(job.id), str(task.id)))
-            self._check_finished(job)
-        elif not state.bound:
-            for cond in status.get("conditions") or []:
-                if cond.get("type") == "PodScheduled" and cond.get("message"):
-                    self.result.statuses[str(job.id)] = str(cond["message"])
-        if bind and job.duration is None:
-            self._check_finished(job)
-
-    def _check_finished(self, job: Job) -> None:
-        with self.lock:
-            states = [self.pods.get(self.names.taken.get(str(t.id), "")) for t in job.tasks]
-            bound = [s for s in states if s is not None and s.bound]
-            finished = sum(1 for s in bound if s.finished)
-            if len(bound) >= job.min_available and (job.duration is None or finished == len(bound)):
-                self.finished_jobs.add(str(job.id))
-        self.changed.set()
-
-    def _deleted(self, obj: JsonObj) -> None:
-        name = obj["metadata"]["name"]
-        if self.closing.is_set() or name not in self.tasks:
-            return
-        with self.lock:
-            state = self.pods.pop(name, None)
-        if state is not None and state.finished:
-            return
-        job = self.tasks[name][0]
-        if state is not None and state.bound:
-            task = job.tasks[self.tasks[name][1]]
-            self._record(ReplayEvent(self.trace_now(), "evict", str(job.id), str(task.id)))
-        self.result.recreated += 1
-        path = f"/api/v1/namespaces/{self.opts.namespace}/pods"
-        self.pool.submit(self._create, path, self.manifests[name])
 
     # -- the end ---------------------------------------------------------------------------
 
     def wait_done(self, progress: Callable[[int, int], None]) -> None:
         last_change = time.monotonic()
-        while len(self.finished_jobs) < len(self.jobs):
-            if self.changed.wait(0.5):
-                self.changed.clear()
+        while len(self.watch.finished_jobs) < len(self.jobs):
+            if self.watch.changed.wait(0.5):
+                self.watch.changed.clear()
                 last_change = time.monotonic()
-            progress(len(self.finished_jobs), len(self.jobs))
+            progress(len(self.watch.finished_jobs), len(self.jobs))
             if time.monotonic() - last_change > self.opts.stall_s:
                 log.info(
                     "replay: nothing changed for %.0f s; %d of %d jobs finished",
                     self.opts.stall_s,
-                    len(self.finished_jobs),
+                    len(self.watch.finished_jobs),
                     len(self.jobs),
                 )
                 return
 
     def cleanup(self) -> None:
-        self.closing.set()
+        self.watch.closing.set()
         if self.opts.keep:
             return
         ns, selector = self.opts.namespace, {"labelSelector": f"{REPLAY_LABEL}={self.result.run}"}
@@ -381,13 +249,6 @@ def _ready(node: JsonObj) -> bool:
     return False
 
 
-def _indices(text: Any) -> tuple[int, ...] | None:
-    try:
-        return tuple(int(g) for g in str(text).split(",")) if text else None
-    except ValueError:
-        return None
-
-
 def replay(
     client: KubeClient,
     nodes: Sequence[Node],
@@ -400,7 +261,7 @@ def replay(
     run = _Replay(client, nodes, jobs, options or ReplayOptions())
     run.prepare()
     stop = threading.Event()
-    watcher = threading.Thread(target=run.watch, args=(stop,), name="replay-watch", daemon=True)
+    watcher = threading.Thread(target=run.watch.run, args=(stop,), name="replay-watch", daemon=True)
     try:
         run.setup()
         watcher.start()
