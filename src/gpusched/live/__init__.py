@@ -9,9 +9,9 @@ Modules: :mod:`.client` (thin JSON client, raw Binding POST), :mod:`.cache` (lis
 :mod:`.translate_pod`, :mod:`.translate_podgroup` (objects into slim values), :mod:`.snapshot`
 (a cycle's Snapshot; pods into jobs in :mod:`.snapshot_jobs`, bound pods charged in
 :mod:`.snapshot_charge`, DRA in :mod:`.snapshot_dra`), :mod:`.scheduler` (the cycle and
-applying its plan), :mod:`.pod_writes` (conditions, Events, nominations), :mod:`.leader` (Lease
-election), :mod:`.metrics` (Prometheus), :mod:`.run` (the process). User guide:
-``docs/live.md``.
+applying its plan), :mod:`.pod_moves` (Binding and Eviction), :mod:`.pod_writes` (conditions,
+Events, nominations), :mod:`.leader` (Lease election), :mod:`.metrics` (Prometheus),
+:mod:`.run` (the process). User guide: ``docs/live.md``.
 """
 
 from gpusched.live.run import RunConfig, run

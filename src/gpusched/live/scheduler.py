@@ -22,9 +22,9 @@ Optional APIs, found by discovery at start: the ``Queue`` CRD (:mod:`.queues`), 
 ``scheduling.k8s.io/v1alpha2`` PodGroups, and DRA ``resource.k8s.io/v1`` (:mod:`.dra`).
 Bad Queues and PodGroups are reported on the objects themselves (:mod:`.feedback`).
 
-The caches and discovery are :mod:`.caches`; the condition, Event and nomination writes
-:mod:`.pod_writes`. This module is the loop, the cycle, and what is bound, evicted, held and
-reported when.
+The caches and discovery are :mod:`.caches`; the Binding and Eviction writes :mod:`.pod_moves`;
+the condition, Event and nomination writes :mod:`.pod_writes`. This module is the loop, the
+cycle, and what is bound, evicted, held and reported when.
 """
 
 from __future__ import annotations
@@ -44,23 +44,18 @@ from gpusched.live.dra import (
     DraView,
     PodClaims,
 )
-from gpusched.live.dra_writes import allocate_claims
 from gpusched.live.feedback import Feedback
 from gpusched.live.holds import Hold
 from gpusched.live.metrics import Metrics
+from gpusched.live.pod_moves import bind_pod, evict_pod
 from gpusched.live.pod_writes import clear_nomination, nominate, post_event, write_unschedulable
 from gpusched.live.queues import (
     build_queues,
 )
 from gpusched.live.snapshot import Assumed, Extras, LiveSnapshot, build_snapshot
 from gpusched.live.snapshot_jobs import SnapshotMemo
-from gpusched.live.translate import (
-    GPU_MILLI_ANNOTATION,
-    GPUS_ANNOTATION,
-    MIG_ANNOTATION,
-)
-from gpusched.live.translate_pod import PodInfo, mig_annotation
-from gpusched.model import MILLI_PER_GPU, JobId, NodeName, TaskId
+from gpusched.live.translate_pod import PodInfo
+from gpusched.model import JobId, NodeName, TaskId
 from gpusched.scheduler import schedule
 
 __all__ = ["CycleResult", "LiveOptions", "LiveScheduler"]
@@ -165,27 +160,11 @@ class LiveScheduler:
     def cycle(self) -> CycleResult:
         """One scheduling cycle (see the module docstring)."""
         started = time.perf_counter()
-        pods = self.caches.pods.items()
-        live = build_snapshot(
-            self.caches.nodes.items().values(),
-            pods.values(),
-            self.caches.podgroups.items(),
-            scheduler_name=self.options.scheduler_name,
-            now=time.time(),
-            seed=((self.options.seed * _SEED_MIX) ^ self.cycles) & _MASK,
-            assumed=self._live_assumed(pods),
-            groups_served=self.caches.podgroups.served,
-            memo=self._memo,
-            extras=self._extras(pods),
-        )
+        live = self._snapshot()
         self.cycles += 1
         built = time.perf_counter()
         result = CycleResult(pending_jobs=len(live.snapshot.pending))
-        for pod, problem in live.problems.values():
-            self._report(pod, problem, result)
-        for group, problem in live.group_problems.values():
-            self._writes.append(self._pool.submit(self.feedback.podgroup, group, problem))
-        self.feedback.forget(set(live.group_problems))
+        self._report_problems(live, result)
         if live.ready:
             self._bind_ready(live, result)
         planned = built
@@ -216,6 +195,30 @@ class LiveScheduler:
                 done - planned,
             )
         return result
+
+    def _snapshot(self) -> LiveSnapshot:
+        """This cycle's snapshot, from the caches (no API reads)."""
+        pods = self.caches.pods.items()
+        return build_snapshot(
+            self.caches.nodes.items().values(),
+            pods.values(),
+            self.caches.podgroups.items(),
+            scheduler_name=self.options.scheduler_name,
+            now=time.time(),
+            seed=((self.options.seed * _SEED_MIX) ^ self.cycles) & _MASK,
+            assumed=self._live_assumed(pods),
+            groups_served=self.caches.podgroups.served,
+            memo=self._memo,
+            extras=self._extras(pods),
+        )
+
+    def _report_problems(self, live: LiveSnapshot, result: CycleResult) -> None:
+        """Pods and PodGroups that cannot be scheduled as written: say why, on them."""
+        for pod, problem in live.problems.values():
+            self._report(pod, problem, result)
+        for group, problem in live.group_problems.values():
+            self._writes.append(self._pool.submit(self.feedback.podgroup, group, problem))
+        self.feedback.forget(set(live.group_problems))
 
     def _extras(self, pods: dict[str, PodInfo]) -> Extras:
         """Queues, priority classes, native PodGroups, holds and DRA for this cycle."""
@@ -342,27 +345,7 @@ class LiveScheduler:
                 self._event(pod, "Warning", "FailedBinding", error)
 
     def _bind(self, pod: PodInfo, bind: Bind, claims: PodClaims | None = None) -> str | None:
-        milli = bind.gpu_milli or pod.gpu_milli
-        annotations = {GPUS_ANNOTATION: ",".join(str(g) for g in bind.gpus)} if bind.gpus else {}
-        if bind.gpus and milli < MILLI_PER_GPU:
-            annotations[GPU_MILLI_ANNOTATION] = str(milli)
-        if bind.mig:
-            annotations[MIG_ANNOTATION] = mig_annotation(bind.mig)
-        if claims is not None and claims.claims and self._dra is not None:
-            error = allocate_claims(
-                self.client, self._dra, pod, (str(bind.node), bind.gpus), claims.claims
-            )
-            if error:
-                self.metrics.binds.labels("error").inc()
-                return error
-        try:
-            self.client.bind(pod.namespace, pod.name, pod.uid, bind.node, annotations)
-        except ApiError as exc:
-            self.metrics.binds.labels("conflict" if exc.status_code == 409 else "error").inc()
-            log.warning("bind %s -> %s: %s", pod.key, bind.node, exc)
-            return f"binding to {bind.node} failed: {exc.status_code} {exc.message}"
-        self.metrics.binds.labels("bound").inc()
-        return None
+        return bind_pod(self.client, self.metrics, self._dra, pod, bind, claims=claims)
 
     def _evict(self, live: LiveSnapshot, plan: Plan, result: CycleResult) -> None:
         victims: dict[JobId, list[PodInfo]] = {}
@@ -375,14 +358,8 @@ class LiveScheduler:
                 chosen = set(eviction.tasks)
                 targets = [p for p in targets if TaskId(p.key) in chosen]
             for pod in targets:
-                body = {
-                    "apiVersion": "policy/v1",
-                    "kind": "Eviction",
-                    "metadata": {"name": pod.name, "namespace": pod.namespace},
-                }
-                path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/eviction"
                 try:
-                    self.client.post(path, body)
+                    evict_pod(self.client, pod)
                 except ApiError as exc:
                     refused = exc.status_code == 429
                     self._refused.add(eviction.for_job)
