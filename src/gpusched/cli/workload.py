@@ -15,13 +15,17 @@ from rich.table import Table
 
 from gpusched.cli.inputs import load_nodes
 from gpusched.errors import ConfigError
-from gpusched.io.native_dump import dump_workload
+from gpusched.io.native_dump import dump_scheduling, dump_workload
 from gpusched.workloads import (
+    CALIBRATIONS,
     Calibration,
     WorkloadParams,
     WorkloadStats,
+    calibration_for,
     default_cluster,
+    default_scheduling,
     generate_workload,
+    measure,
 )
 
 __all__ = ["workload_app"]
@@ -75,9 +79,6 @@ def workload_generate(
     users, with priority classes and users' run-time estimates. Prints the workload's
     measured statistics next to the target's.
     """
-    from gpusched.io.native_dump import dump_scheduling
-    from gpusched.workloads import CALIBRATIONS, calibration_for, default_scheduling, measure
-
     if calibration not in CALIBRATIONS:
         raise ConfigError(
             f"--calibration: got {calibration!r}; expected one of {', '.join(CALIBRATIONS)}"
