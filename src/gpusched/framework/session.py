@@ -167,6 +167,7 @@ class Session:
         "_failed",
         "_filters_key",
         "_kept_requests",
+        "_never",
         "_refusals",
         "_requests",
         "blocked_nodes",
@@ -204,6 +205,8 @@ class Session:
         # Quota answers per (queue, quota-relevant request, preemptible), valid while the
         # usage version they were computed at holds; gang requests per job.
         self._refusals: dict[tuple[object, ...], tuple[int, Status | None]] = {}
+        # Per quota key: why it could never be admitted ("": it could), whatever the usage.
+        self._never: dict[tuple[object, ...], str] = {}
         # Per job: (the job, its gang request, its quota-memo key); kept by the memo for the
         # next cycle (a job is immutable, so its entry holds while the job object is the same).
         self._requests: dict[JobId, tuple[Job, Resources, tuple[object, ...] | None]] = {}
@@ -289,16 +292,26 @@ class Session:
         return int(ties[self.ctx.rng.randrange(len(ties))])
 
     def node_scores(self, task: Task, feasible: np.ndarray) -> np.ndarray:
-        """Weighted score sum on feasible nodes, ``-inf`` elsewhere."""
+        """Weighted score sum on feasible nodes, ``-inf`` elsewhere.
+
+        The sum is ``((0 + w_1 * s_1) + w_2 * s_2) + ...`` in profile order, accumulated in
+        place (one buffer for the sum, one for the products): the same operations in the same
+        order as a fresh array per step, so the same bits. The leading ``0 +`` is dropped; it
+        changes only the sign of a zero, which no comparison sees.
+        """
         scores = self.profile.scores
+        ctx, state = self.ctx, self.state
         if not scores:
-            total = np.zeros(self.state.size)
+            total = np.zeros(state.size)
         elif len(scores) == 1 and scores[0][1] == 1.0:
-            total = scores[0][0].score(self.ctx, task, self.state, feasible)
+            total = scores[0][0].score(ctx, task, state, feasible)
         else:
-            total = np.zeros(self.state.size)
-            for plugin, weight in scores:
-                total = total + weight * plugin.score(self.ctx, task, self.state, feasible)
+            (first, w_first), *rest = scores
+            total, product = np.empty(state.size), np.empty(state.size)
+            np.multiply(first.score(ctx, task, state, feasible), w_first, out=total)
+            for plugin, weight in rest:
+                np.multiply(plugin.score(ctx, task, state, feasible), weight, out=product)
+                np.add(total, product, out=total)
         return np.where(feasible, total, -np.inf)
 
     def place_single(self, task: Task, stmt: Statement) -> Status:
@@ -677,12 +690,7 @@ class Session:
         known = self._refusals.get(key)
         if known is not None and known[0] == quota.version:
             return known[1]
-        never = quota.never_fits(job.queue, req)
-        if never is not None:
-            refused: Status | None = Status(Code.UNRESOLVABLE, (never,))
-        else:
-            problem = self._quota_problem(job.queue, req, lent=job.preemptible)
-            refused = None if problem is None else Status(Code.UNSCHEDULABLE, (problem,))
+        refused = self._refusal(job, req, key)
         self._refusals[key] = (quota.version, refused)
         hold = self.quota_hold
         if (
@@ -713,6 +721,20 @@ class Session:
                 )
         return refused
 
+    def _refusal(self, job: Job, req: Resources, key: tuple[object, ...]) -> Status | None:
+        """Why the queues refuse ``req`` of ``job`` at the current usage (no quota hold), or
+        ``None``. Whether it could never be admitted depends on the tree and the request alone
+        (:meth:`QuotaBook.never_fits`), so that answer is kept for the cycle under ``key``."""
+        quota = self.quota
+        assert quota is not None
+        never = self._never.get(key)
+        if never is None:
+            never = self._never[key] = quota.never_fits(job.queue, req) or ""
+        if never:
+            return Status(Code.UNRESOLVABLE, (never,))
+        problem = self._quota_problem(job.queue, req, lent=job.preemptible)
+        return None if problem is None else Status(Code.UNSCHEDULABLE, (problem,))
+
     def _quota_problem(
         self, queue: QueueName, req: Resources, *, borrow: bool = True, lent: bool = True
     ) -> str | None:
@@ -722,12 +744,14 @@ class Session:
         over = quota.over_limit(queue, req)
         if over is not None:
             return over
-        if not quota.within_guarantee(queue, req) and not borrow:
+        if quota.within_guarantee(queue, req):
+            return None
+        if not borrow:
             return (
                 f"{quota.describe(queue)}; the job was placed by eviction and must stay "
                 "within its guarantee"
             )
-        if not quota.within_guarantee(queue, req) and not quota.may_borrow(queue, req, lent=lent):
+        if not quota.may_borrow(queue, req, lent=lent):
             what = (
                 "can be borrowed now"
                 if lent

@@ -1,0 +1,98 @@
+"""Session fast paths give the answers of the plain formulas: the in-place weighted score sum,
+and the quota answer "could never be admitted" kept for the cycle."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from builders import cycle_context, make_job, make_node, make_state, make_task, policy_profile
+from gpusched.framework import (
+    BoolArray,
+    ClusterState,
+    Code,
+    CycleContext,
+    FloatArray,
+    Session,
+    Snapshot,
+)
+from gpusched.model import QueueName, QueueSpec, QueueTree, Resources, Task
+
+
+class _Fixed:
+    """A score plugin returning a fixed vector (any float dtype)."""
+
+    name = "fixed"
+
+    def __init__(self, values: FloatArray) -> None:
+        self.values = values
+
+    def score(
+        self, ctx: CycleContext, task: Task, state: ClusterState, feasible: BoolArray
+    ) -> FloatArray:
+        return self.values
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_node_scores_equal_the_fresh_array_sum(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    state = make_state(*(make_node(f"n{i}").gpus(8) for i in range(64)))
+    plugins = [
+        (_Fixed(rng.normal(size=64) * 100), 1.0),
+        (_Fixed(rng.integers(0, 100, 64).astype(np.float32)), 8.0),
+        (_Fixed(np.zeros(64)), 0.2),
+        (_Fixed(rng.random(64) * 1e-3), 2.0),
+    ]
+    profile = replace(policy_profile("fgd"), scores=tuple(plugins))
+    session = Session(Snapshot(state, ()), profile, cycle_context())
+    task = make_task().gpus(1).build()
+    feasible = rng.random(64) < 0.7
+    total = np.zeros(64)
+    for plugin, weight in plugins:
+        total = total + weight * plugin.values
+    expected = np.where(feasible, total, -np.inf)
+    got = session.node_scores(task, feasible)
+    assert got.dtype == expected.dtype
+    assert np.array_equal(got, expected)  # equal values: equal bits but for the sign of zeros
+
+
+def _capped_tree() -> QueueTree:
+    return QueueTree.build(
+        [
+            QueueSpec(QueueName("a"), guaranteed=Resources({"gpu": 2000})),
+            QueueSpec(
+                QueueName("b"),
+                guaranteed=Resources({"gpu": 1000}),
+                limit=Resources({"gpu": 3000}),
+            ),
+        ]
+    )
+
+
+def test_quota_refusals_follow_usage_and_never_fits_stays() -> None:
+    state = make_state(make_node("g").gpus(8).cpu(64).mem_gib(512))
+    too_big = make_job("big").gpus(4).queue("b").build()  # 4000 > b's 3000 limit
+    small = make_job("small").gpus(2).queue("b").build()
+    snap = Snapshot(state, (too_big, small), queues=_capped_tree())
+    session = Session(snap, policy_profile("gpusched"), cycle_context())
+    quota = session.quota
+    assert quota is not None
+    never = quota.never_fits(QueueName("b"), session.request(too_big))
+    assert never is not None
+    assert session.quota_refusal(small) is None
+    for _ in range(2):  # the usage moves; the never-fits answer is the same each time
+        refused = session.quota_refusal(too_big)
+        assert refused is not None
+        assert refused.code is Code.UNRESOLVABLE
+        assert refused.reasons == (never,)
+        quota.charge(QueueName("b"), Resources({"gpu": 1000}))
+    # b now uses 2000 of its 3000 limit: the small job is refused (limit), and admitted again
+    # once the usage is refunded.
+    limited = session.quota_refusal(small)
+    assert limited is not None
+    assert limited.code is Code.UNSCHEDULABLE
+    assert limited.reasons == (quota.over_limit(QueueName("b"), session.request(small)),)
+    quota.refund(QueueName("b"), Resources({"gpu": 2000}))
+    assert session.quota_refusal(small) is None
