@@ -26,6 +26,7 @@ what must happen; this module runs them all (one test per file, named by the fil
     runtime_stats: [{user: alice, kind: training, mean: 1800}]
     usage_history: {team-a: {gpu: 4000}}
     reserved: {big: 500}       # held a reservation last cycle, since then
+    evicted_by: {hi: [lo]}     # hi was evicted for lo before (it never evicts lo in return)
     simulate: false            # true: run the simulator over `pending` (submit, duration)
     expect:
       binds: {hi: {nodes: [a], gpus: {a: [0, 1, 2, 3]}, tasks: 1}}   # exactly these jobs bind
@@ -263,6 +264,7 @@ class Scenario(_Strict):
     runtime_stats: list[RuntimeStat] = Field(default_factory=list)
     usage_history: dict[str, dict[str, float]] = Field(default_factory=dict)
     reserved: dict[str, float] = Field(default_factory=dict)
+    evicted_by: dict[str, list[str]] = Field(default_factory=dict)
     expect: Expect
 
     @model_validator(mode="after")
@@ -334,6 +336,9 @@ class Loaded:
             runtime_stats={(s.user, s.kind): s.mean for s in self.spec.runtime_stats},
             evictions={job.id: entry.evictions for entry, job in self.running},
             reserved={JobId(j): since for j, since in self.spec.reserved.items()},
+            evicted_by={
+                JobId(j): frozenset(JobId(x) for x in by) for j, by in self.spec.evicted_by.items()
+            },
         )
 
 

@@ -40,3 +40,18 @@ def test_an_evicted_or_ended_job_loses_its_deadline_and_a_started_holder_its_pla
     assert snap.running[JobId("guest")].deadline is None
     assert carried.deadlines == {}  # "gone" is no longer running
     assert snap.reserved == {}
+
+
+def test_evicted_jobs_remember_their_evictors_until_they_are_gone() -> None:
+    carried = Carried()
+    plan = Plan()
+    plan.evictions.append(Eviction(JobId("victim"), JobId("owner"), "reclaimed"))
+    carried.record(plan, now=100.0)
+    again = Plan()
+    again.evictions.append(Eviction(JobId("victim"), JobId("urgent"), "preempted"))
+    carried.record(again, now=200.0)
+    snap = carried.apply(_snapshot({"victim": 300.0}, now=400.0))  # running again
+    assert snap.evicted_by == {JobId("victim"): frozenset({JobId("owner"), JobId("urgent")})}
+    snap = carried.apply(_snapshot({}, now=500.0))  # ended: forgotten
+    assert snap.evicted_by == {}
+    assert carried.evicted_by == {}

@@ -123,6 +123,9 @@ class Evicting:
                 *session.reservation_class(job),
                 *(t.shape for t in job.tasks[: job.min_available]),
             )
+            evictors = session.snapshot.evicted_by.get(job.id)
+            if evictors:  # they are no victims of this job's: its requests are its own
+                key = (*key, job.id)
             if key in failed or not self.wants(session, job):
                 continue
             if self._placed_as_is(session, job):
@@ -273,6 +276,8 @@ class Evicting:
     ) -> list[Victim] | None:
         """Evict for ``job`` and place it; the victims evicted (``None``: none found)."""
         eligible = self.eligible(session, job, index) & index.alive
+        for evictor in session.snapshot.evicted_by.get(job.id, ()):
+            eligible[index.ranks_of(evictor)] = False  # no loops: never evict one's evictor
         free = int(session.state.gpu_idle.sum())
         if free + int(index.gpu_milli[eligible & index.whole].sum()) < job.gpu_milli:
             return None

@@ -50,8 +50,10 @@ resort below), and not placed in this cycle. Then:
   borrow, as in ``reclaim`` (a queue's guaranteed work taken by priority would be reclaimed
   back, evicting ``P``).
 
-No loops: priority only flows downwards and reclaim only from borrowers to owners, so a job
-evicted to make room can never evict its evictor in return.
+No loops: a job never evicts a job it was evicted for (``Snapshot.evicted_by``, kept by the
+driver). Priority only flows downwards and reclaim only from borrowers to owners, so within a
+moment neither could; but quota moves as jobs end and start, and a job reclaimed while its
+queue borrowed may find its queue owed, and its evictor's queue borrowing, minutes later.
 """
 
 from __future__ import annotations

@@ -156,8 +156,9 @@ class VictimIndex:
         return self._rank[id(victim)]
 
     def ranks_of(self, job: JobId) -> list[int]:
-        """Positions of every victim of running job ``job`` (members, then the whole job)."""
-        return self._of_job[job]
+        """Positions of every victim of running job ``job`` (members, then the whole job;
+        none if it is not in the index)."""
+        return self._of_job.get(job, [])
 
     def ordered(self, eligible: Mask) -> list[Victim]:
         """The eligible victims, cheapest first."""

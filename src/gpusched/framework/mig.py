@@ -7,7 +7,7 @@ while ``gpu_cap`` keeps its 1000 (quota capacity counts it). Its instances live 
 * **static** GPU: the node's layout is fixed; a request takes a free instance of its profile;
 * **reconfigurable** GPU: instances exist only while a task holds them; a request creates one
   at a start where it fits beside the instances already there
-  (:func:`~gpusched.model.mig.feasible_starts`), so the layout is always the set in use.
+  (:func:`~gpusched.model.mig_layout.feasible_starts`), so the layout is always the set in use.
 
 Fit (per node, for ``k`` instances of profile ``P``)::
 
@@ -25,12 +25,13 @@ Which instance (the slice rule), for each of the ``k`` instances in turn, over t
     ( reconfigurable(g),             static instances first: they exist for this
       free_compute(g) after,         best fit: the fullest GPU, so empty GPUs stay whole
       -room(g) after,                reconfigurable: the layout that leaves the most room
-                                     (:func:`~gpusched.model.mig.layout_room`)
+                                     (:func:`~gpusched.model.mig_layout.layout_room`)
       g, s )                         then the lowest GPU index and start
 
 ``free_compute`` is 7 minus the compute slices in use (reconfigurable), or the compute slices of
 the free instances (static). On an empty reconfigurable GPU this is exactly
-:func:`~gpusched.model.mig.choose_layout` for one instance (a lone ``1g.10gb`` goes to slice 6).
+:func:`~gpusched.model.mig_layout.choose_layout` for one instance (a lone ``1g.10gb`` goes to
+slice 6).
 
 Nodes choose *where*; this module only answers fit and the slice on the chosen node.
 

@@ -133,6 +133,8 @@ class Snapshot:
         usage_history: decayed past usage per queue (fair share), kept by the driver.
         runtime_stats: mean observed run time per ``(user, kind)``, kept by the driver.
         evictions: how often each pending job was evicted before (disruption budgets).
+        evicted_by: for each job, the jobs it was evicted to make room for; it never evicts
+            them in return (no preemption loops, :mod:`~gpusched.actions.evicting`).
         reserved: jobs that held a reservation at the end of the driver's previous cycle,
             with the time they first got it; backfill keeps the reservation with them
             (:class:`~gpusched.actions.allocate.Backfill`).
@@ -149,6 +151,7 @@ class Snapshot:
     usage_history: Mapping[QueueName, Mapping[str, float]] = field(default_factory=dict)
     runtime_stats: Mapping[tuple[str, str], float] = field(default_factory=dict)
     evictions: Mapping[JobId, int] = field(default_factory=dict)
+    evicted_by: Mapping[JobId, frozenset[JobId]] = field(default_factory=dict)
     reserved: Mapping[JobId, float] = field(default_factory=dict)
     memo: CycleMemo | None = field(default=None, compare=False, repr=False)
 

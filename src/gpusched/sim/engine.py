@@ -110,6 +110,7 @@ class Simulation:
     _runtime_sum: dict[tuple[str, str], tuple[float, int]] = field(init=False, default_factory=dict)
     _history_time: float = field(init=False, default=0.0)
     _evicted_counts: dict[JobId, int] = field(init=False, default_factory=dict)
+    _evicted_by: dict[JobId, frozenset[JobId]] = field(init=False, default_factory=dict)
     _placed_of: dict[JobId, int] = field(init=False, default_factory=dict)
     _runtime_means: dict[tuple[str, str], float] = field(init=False, default_factory=dict)
     #: Placement quality measured as binds are applied (``RunMetrics`` reports it).
@@ -245,6 +246,7 @@ class Simulation:
             usage_history=self.usage_history,
             runtime_stats=self._runtime_means,
             evictions=self._evicted_counts,
+            evicted_by=self._evicted_by,
             reserved=self.reserved,
             memo=self.memo,
         )
@@ -334,6 +336,7 @@ class Simulation:
         if (job_id, for_job) in self.preemption_pairs:
             self.preemption_loops += 1
         self.preemption_pairs.add((for_job, job_id))
+        self._evicted_by[job_id] = self._evicted_by.get(job_id, frozenset()) | {for_job}
         self._pending[job_id] = rec.job
         self._log("evict", job_id, f"for {for_job}")
 
