@@ -154,31 +154,19 @@ class Reclaim(Evicting):
         finally:
             session.blocked_nodes = {}
         chosen = super()._make_room(session, job, index, misses, key)
-        if chosen is None and self.overshoot:
-            chosen = self._fallback(session, job, index, misses, (*key, "overshoot"))
-        if chosen is None and self._pool_past_budget:
-            self._last_resort = True
+        # Fallbacks, each with its own key (it may take victims the searches before may not):
+        # a queue's victims taken while it borrows anything; then borrowers past their budget.
+        for fallback, past_budget in (("overshoot", False), ("past-budget", True)):
+            if chosen is not None or not (
+                self._pool_past_budget if past_budget else self.overshoot
+            ):
+                continue
+            self._overshooting, self._last_resort = self.overshoot, past_budget
             try:
-                chosen = self._fallback(session, job, index, misses, (*key, "past-budget"))
+                chosen = super()._make_room(session, job, index, misses, (*key, fallback))
             finally:
-                self._last_resort = False
+                self._overshooting = self._last_resort = False
         return chosen
-
-    def _fallback(
-        self,
-        session: Session,
-        job: Job,
-        index: VictimIndex,
-        misses: Misses,
-        key: tuple[object, ...],
-    ) -> list[Victim] | None:
-        """The search on every node, a queue's victims taken while it borrows anything if
-        ``overshoot`` (its own ``key``: it may take victims the first search may not)."""
-        self._overshooting = self.overshoot
-        try:
-            return super()._make_room(session, job, index, misses, key)
-        finally:
-            self._overshooting = False
 
 
 def _owed_to_others(

@@ -9,21 +9,16 @@ raises: a failed write is logged and the next cycle writes again if it still mat
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
-import uuid
 
 from gpusched.live.client import ApiError, KubeClient
+from gpusched.live.feedback import event_body, now_rfc3339
 from gpusched.live.translate_pod import PodInfo
 
-__all__ = ["clear_nomination", "nominate", "now_rfc3339", "post_event", "write_unschedulable"]
+__all__ = ["clear_nomination", "nominate", "post_event", "write_unschedulable"]
 
 # Logged under the scheduler's name, as before this module was split from it.
 log = logging.getLogger("gpusched.live.scheduler")
-
-
-def now_rfc3339() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _status_path(pod: PodInfo) -> str:
@@ -81,27 +76,16 @@ def post_event(
     client: KubeClient, component: str, pod: PodInfo, *, kind: str, reason: str, message: str
 ) -> None:
     """An Event on ``pod`` from ``component`` (the scheduler's name)."""
-    now = now_rfc3339()
-    body = {
+    involved = {
         "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"name": f"{pod.name}.{uuid.uuid4().hex[:12]}", "namespace": pod.namespace},
-        "involvedObject": {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "name": pod.name,
-            "namespace": pod.namespace,
-            "uid": pod.uid,
-        },
-        "reason": reason,
-        "message": message[:1024],
-        "type": kind,
-        "source": {"component": component},
-        "reportingComponent": component,
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "count": 1,
+        "kind": "Pod",
+        "name": pod.name,
+        "namespace": pod.namespace,
+        "uid": pod.uid,
     }
+    body = event_body(
+        involved, pod.namespace, kind=kind, reason=reason, message=message, source=component
+    )
     try:
         client.post(f"/api/v1/namespaces/{pod.namespace}/events", body)
     except ApiError as exc:
