@@ -6,13 +6,25 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpusched.framework import ClusterState
+from gpusched.model import MILLI_PER_GPU
 
-__all__ = ["Norms", "gpu_idle"]
+__all__ = ["Norms", "gpu_idle", "tightest_gpus"]
 
 
 def gpu_idle(state: ClusterState) -> NDArray[np.int64]:
     """Free milli-GPU per node, summed over its GPUs: ``idle(n) = SUM_g gpu_free[n, g]``."""
     return state.gpu_idle
+
+
+def tightest_gpus(row: NDArray[np.int64], num_gpu: int, milli: int) -> tuple[int, ...]:
+    """GPUs for a task of ``num_gpu`` x ``milli`` on a node with free shares ``row``: whole
+    GPUs (``milli >= 1000``) take the lowest-index fully free ones; fractions the ``num_gpu``
+    GPUs with the smallest sufficient free share (lowest index among equals), in index order."""
+    if milli >= MILLI_PER_GPU:
+        return tuple(int(g) for g in np.flatnonzero(row >= milli)[:num_gpu])
+    cand = np.flatnonzero(row >= milli)
+    order = cand[np.argsort(row[cand], kind="stable")]
+    return tuple(sorted(int(g) for g in order[:num_gpu]))
 
 
 class Norms:

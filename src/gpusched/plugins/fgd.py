@@ -35,7 +35,8 @@ from numpy.typing import NDArray
 
 from gpusched.errors import ConfigError
 from gpusched.framework import BoolArray, ClusterState, CycleContext, FloatArray, PluginContext
-from gpusched.model import MILLI_PER_GPU, Task
+from gpusched.model import Task
+from gpusched.plugins._util import tightest_gpus
 from gpusched.plugins.fragmentation import Fragmentation, TargetWorkload
 
 __all__ = ["Fgd"]
@@ -190,8 +191,4 @@ class Fgd:
             if cache is not None and cache.stamp[node] == state.version[node]:
                 return (int(cache.gpu[node]),)
             return (int(np.flatnonzero(row >= s.gpu_milli)[0]),)
-        if s.gpu_milli >= MILLI_PER_GPU:
-            return tuple(int(g) for g in np.flatnonzero(row >= s.gpu_milli)[: s.num_gpu])
-        cand = np.flatnonzero(row >= s.gpu_milli)
-        order = cand[np.argsort(row[cand], kind="stable")]
-        return tuple(sorted(int(g) for g in order[: s.num_gpu]))
+        return tightest_gpus(row, s.num_gpu, s.gpu_milli)

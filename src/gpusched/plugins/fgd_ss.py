@@ -67,6 +67,7 @@ from numpy.typing import NDArray
 from gpusched.errors import ConfigError
 from gpusched.framework import BoolArray, ClusterState, CycleContext, FloatArray, PluginContext
 from gpusched.model import MILLI_PER_GPU, GpuModel, Task, TaskId
+from gpusched.plugins._util import tightest_gpus
 from gpusched.plugins.fragmentation import TargetWorkload
 
 __all__ = ["CapacityFragmentation", "FgdSs"]
@@ -331,8 +332,4 @@ class FgdSs:
                 choice = self._choice
             assert choice is not None
             return (int(choice[1][node]),)
-        if s.gpu_milli >= MILLI_PER_GPU:
-            return tuple(int(g) for g in np.flatnonzero(row >= s.gpu_milli)[: s.num_gpu])
-        cand = np.flatnonzero(row >= s.gpu_milli)
-        order = cand[np.argsort(row[cand], kind="stable")]
-        return tuple(sorted(int(g) for g in order[: s.num_gpu]))
+        return tightest_gpus(row, s.num_gpu, s.gpu_milli)
