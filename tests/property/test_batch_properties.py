@@ -448,3 +448,20 @@ def test_reclaim_takes_only_what_was_borrowed(case: Case) -> None:
 @example(case=RECLAIM_DOES_NOT_BIND)
 def test_reclaim_binds_the_owner_in_the_same_cycle(case: Case) -> None:
     check_reclaim_binds_the_owner(case)
+
+
+@given(case=cases())
+@example(case=RECLAIM_TAKES_TOO_MUCH)
+@example(case=RECLAIM_DOES_NOT_BIND)
+def test_disruption_counts_are_the_plans_evictions_and_moves(case: Case) -> None:
+    """A job's evictions and moves in the plans are what the simulator counts for it (its
+    disruption budget's count, and ``max_disruptions_of_one_job``); evicting elastic members
+    alone is no disruption of the job."""
+    sim, cycles = simulate(case, observe=False)
+    counted: Counter[JobId] = Counter()
+    for cycle in cycles:
+        for ev in cycle.plan.evictions:
+            if not ev.tasks:
+                counted[ev.job] += 1
+    recorded = {j: r.evictions + r.moves for j, r in sim.records.items() if r.evictions + r.moves}
+    assert recorded == dict(counted)

@@ -25,6 +25,9 @@ cluster only drains, which says nothing about the policy):
 * ``partially_placed_gangs_max``: most gangs at once with some but not all pods bound;
   ``idle_gpu_hours_held_by_partial_gangs``: integral of the GPUs those pods hold, in hours;
 * ``preemptions`` (evicted jobs) and ``preemption_loops`` (job A evicted B after B evicted A);
+  ``max_disruptions_of_one_job``: the most times one job was evicted or moved (what the
+  disruption budget, the evicting actions' ``max_evictions``, counts; only reclaim's last
+  resort goes past it);
   ``elastic_members_evicted`` (elastic pods taken from running jobs, which keep running);
 * ``defrag_moves``: running jobs moved by defragmentation (each stopped and restarted at once
   on other nodes so that a fragmented-blocked job fits; :mod:`gpusched.actions.defrag`);
@@ -256,6 +259,7 @@ def summarise(sim: Simulation, metrics: RunMetrics) -> dict[str, Any]:
         "idle_gpu_hours_held_by_partial_gangs": round(metrics.partial_gpu_seconds / 3600, 3),
         "preemptions": sim.preemptions,
         "preemption_loops": sim.preemption_loops,
+        "max_disruptions_of_one_job": max((r.evictions + r.moves for r in recs), default=0),
         "elastic_members_evicted": sim.elastic_members_evicted,
         "defrag_moves": sim.defrag_moves,
         "defrag_tasks_moved": sim.defrag_tasks_moved,
