@@ -169,6 +169,16 @@ def test_manifests_install_and_grant_least_privilege(
         assert sa.delete("/api/v1/namespaces/default/pods/x").status_code == 403
         lease = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
         assert sa.post(lease, json={"metadata": {"name": "x"}}).status_code == 403
+        # The carried state's ConfigMap, and no other (create cannot be limited by name).
+        maps = f"/api/v1/namespaces/{SYSTEM_NS}/configmaps"
+        assert sa.get(f"{maps}/gpusched-state").status_code in (200, 404)
+        assert sa.get(f"{maps}/gpusched-profile").status_code == 403
+        assert sa.get(maps).status_code == 403
+        dry = {"dryRun": "All"}
+        made = sa.post(maps, params=dry, json={"metadata": {"name": "gpusched-state-new"}})
+        assert made.status_code == 201
+        elsewhere = "/api/v1/namespaces/default/configmaps"
+        assert sa.post(elsewhere, params=dry, json={"metadata": {"name": "x"}}).status_code == 403
 
 
 def _kubeconfig_tokens(path: Path) -> list[str]:
@@ -354,7 +364,7 @@ def test_higher_priority_pod_preempts_through_the_eviction_api(
     profile = control_plane.workdir / "preempt-now.yaml"
     profile.write_text(PREEMPT_NOW_PROFILE)
     gpu_nodes(1, gpus=8)
-    start_gpusched("replica-a", "--profile", str(profile))
+    scheduler = start_gpusched("replica-a", "--profile", str(profile))
     for i in range(8):
         check(kube.post(pods_path(namespace), json=pod_manifest(f"low{i}", gpus=1)))
     for i in range(8):
@@ -369,6 +379,20 @@ def test_higher_priority_pod_preempts_through_the_eviction_api(
     assert left == ["high"], f"victims still there: {left}"
     events = check(kube.get(f"/api/v1/namespaces/{namespace}/events"))["items"]
     assert sum(e["reason"] == "Preempted" for e in events) == 8
+    # The evictions are in the carried state's ConfigMap, written under the deployed RBAC.
+    state = f"/api/v1/namespaces/{SYSTEM_NS}/configmaps/gpusched-state"
+    victims = {f"{namespace}/low{i}" for i in range(8)}
+
+    def stored() -> dict[str, JsonObj]:
+        found = kube.get(state)
+        if found.status_code != 200:
+            return {}
+        evicted: dict[str, JsonObj] = json.loads(found.json()["data"]["state.json"])["evictedBy"]
+        return {job: entry for job, entry in evicted.items() if job in victims}
+
+    wait_until("the evictions stored", lambda: len(stored()) == 8, 30)
+    assert all(entry["by"] == [f"{namespace}/high"] for entry in stored().values())
+    assert "could not write the carried state" not in scheduler.log.read_text()
 
 
 def test_scheduler_recovers_when_the_apiserver_restarts(

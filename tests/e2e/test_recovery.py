@@ -11,6 +11,7 @@ scripts/bench_live.py).
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -25,6 +26,7 @@ from e2e.controlplane import ControlPlane, wait_until
 from e2e.kube import (
     JsonObj,
     check,
+    condition,
     create_node,
     is_ready,
     node_manifest,
@@ -32,7 +34,7 @@ from e2e.kube import (
     pods_path,
     wait_for,
 )
-from e2e.test_live import Gpusched, bound_node, gpus_of, list_pods
+from e2e.test_live import PREEMPT_NOW_PROFILE, Gpusched, bound_node, gpus_of, list_pods
 
 LEASE_NS = "gpusched-system"
 # Short Lease timings so a takeover happens within seconds in the test.
@@ -241,3 +243,125 @@ def test_expired_watch_relists_and_loses_no_pod(uncached_plane: ControlPlane) ->
             code = scheduler.stop()
             plane.extra_logs.remove(log)
         assert code == 0
+
+
+def _priority_class(kube: httpx.Client, name: str, value: int) -> None:
+    path = f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}"
+    if kube.get(path).status_code == 404:
+        check(
+            kube.post(
+                "/apis/scheduling.k8s.io/v1/priorityclasses",
+                json={"metadata": {"name": name}, "value": value},
+            )
+        )
+
+
+def _events_of(kube: httpx.Client, namespace: str, pod: str, reason: str) -> list[str]:
+    events = check(kube.get(f"/api/v1/namespaces/{namespace}/events"))["items"]
+    return [
+        str(e.get("message", ""))
+        for e in events
+        if e["involvedObject"].get("name") == pod and e["reason"] == reason
+    ]
+
+
+def test_a_new_leader_keeps_the_evictors_the_old_one_stored(
+    control_plane: ControlPlane,
+    kube: httpx.Client,
+    namespace: str,
+    gpu_nodes: NodeFactory,
+    schedulers: Schedulers,
+) -> None:
+    """Leader A evicts ``v`` for ``h`` and stores that in the state ConfigMap; after A is
+    killed, B reads it, and a re-created ``v`` of higher priority than ``h`` does not evict it
+    (no preemption loop). C, a leader started without the ConfigMap, does evict ``h`` for the
+    same ``v``: the bar B kept came from what A stored."""
+    if kube.get(f"/api/v1/namespaces/{LEASE_NS}").status_code == 404:
+        check(kube.post("/api/v1/namespaces", json={"metadata": {"name": LEASE_NS}}))
+    _priority_class(kube, "gpusched-e2e-high", 1000)
+    _priority_class(kube, "gpusched-e2e-higher", 2000)
+    profile = control_plane.workdir / "preempt-now.yaml"
+    profile.write_text(PREEMPT_NOW_PROFILE)
+    gpu_nodes(1, gpus=8)
+    tag = uuid.uuid4().hex[:6]
+    lease, state = f"carry-{tag}", f"state-{tag}"
+    lease_path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NS}/leases/{lease}"
+    state_path = f"/api/v1/namespaces/{LEASE_NS}/configmaps/{state}"
+    flags = ("--leader-elect", "--lease-name", lease, "--profile", str(profile), *FAST_LEASE)
+    began = time.time()
+
+    first = schedulers.start("replica-a", *flags, "--state-configmap", state)
+    wait_until(
+        "replica-a holding the Lease",
+        lambda: kube.get(lease_path).json().get("spec", {}).get("holderIdentity") == "replica-a",
+        60,
+    )
+    second = schedulers.start("replica-b", *flags, "--state-configmap", state)
+    check(kube.post(pods_path(namespace), json=pod_manifest("v", gpus=8)))
+    wait_for(kube, pods_path(namespace), "v", lambda p: bool(bound_node(p)), 60)
+    high = pod_manifest("h", gpus=8)
+    high["spec"]["priorityClassName"] = "gpusched-e2e-high"
+    check(kube.post(pods_path(namespace), json=high))
+    wait_for(kube, pods_path(namespace), "h", lambda p: bool(bound_node(p)), 60)
+    assert any(f"for {namespace}/h" in m for m in _events_of(kube, namespace, "v", "Preempted"))
+
+    # What A stored: v was evicted for h, at a wall-clock time (Unix seconds).
+    victim, evictor = f"{namespace}/v", f"{namespace}/h"
+    wait_until(
+        "replica-a storing the eviction",
+        lambda: victim in _stored_evictors(kube, state_path),
+        30,
+    )
+    stored = check(kube.get(state_path))
+    assert stored["metadata"]["annotations"]["gpusched.dev/written-by"] == "replica-a"
+    entry = json.loads(stored["data"]["state.json"])["evictedBy"][victim]
+    assert entry["by"] == [evictor]
+    assert began <= entry["at"] <= time.time()
+
+    first.process.kill()  # no Lease release, no last write
+    first.process.wait()
+    wait_until(
+        "replica-b reading what replica-a stored",
+        lambda: (
+            re.search(
+                rf"read the carried state from ConfigMap {LEASE_NS}/{state} \(written by "
+                r"replica-a\): \d+ reservation holders, 0 deadlines, 1 evicted jobs",
+                second.log.read_text(),
+            )
+            is not None
+        ),
+        60,
+    )
+    wait_until("v gone", lambda: kube.get(pods_path(namespace, "v")).status_code == 404, 60)
+    # v comes back (its controller re-creating it), now ahead of h in priority.
+    again = pod_manifest("v", gpus=8)
+    again["spec"]["priorityClassName"] = "gpusched-e2e-higher"
+    check(kube.post(pods_path(namespace), json=again))
+    waiting = wait_for(
+        kube,
+        pods_path(namespace),
+        "v",
+        lambda p: (condition(p, "PodScheduled") or {}).get("reason") == "Unschedulable",
+        60,
+    )
+    assert not bound_node(waiting)
+    # B's cycle reported v unschedulable instead of evicting h for it: h runs on.
+    h_now = check(kube.get(pods_path(namespace, "h")))
+    assert bound_node(h_now)
+    assert not h_now["metadata"].get("deletionTimestamp")
+    assert not _events_of(kube, namespace, "h", "Preempted")
+    assert check(kube.get(lease_path))["spec"]["holderIdentity"] == "replica-b"
+    assert second.stop() == 0  # graceful: the Lease is released for C at once
+
+    # C, without the state, sees only priorities: it evicts h for v.
+    schedulers.start("replica-c", *flags, "--state-configmap", "")
+    wait_for(kube, pods_path(namespace), "v", lambda p: bool(bound_node(p)), 60)
+    assert any(f"for {victim}" in m for m in _events_of(kube, namespace, "h", "Preempted"))
+
+
+def _stored_evictors(kube: httpx.Client, path: str) -> dict[str, object]:
+    found = kube.get(path)
+    if found.status_code != 200:
+        return {}
+    evicted: dict[str, object] = json.loads(found.json()["data"]["state.json"])["evictedBy"]
+    return evicted

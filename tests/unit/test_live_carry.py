@@ -1,10 +1,16 @@
-"""The live scheduler carries reservation holders and deadlines between cycles."""
+"""The live scheduler carries reservation holders, deadlines and evictors between cycles, and
+stores them as JSON for the next leader (the ConfigMap itself: tests/e2e/test_live_carry.py)."""
 
 from __future__ import annotations
+
+import json
+
+import pytest
 
 from builders import make_job, make_node, make_state
 from gpusched.framework import Eviction, Plan, Reservation, RunningJob, Snapshot
 from gpusched.live.carry import Carried
+from gpusched.live.carry_store import CarriedFormatError, decode, encode
 from gpusched.model import JobId, NodeName
 
 
@@ -55,3 +61,120 @@ def test_evicted_jobs_remember_their_evictors_until_they_are_gone() -> None:
     snap = carried.apply(_snapshot({}, now=500.0))  # ended: forgotten
     assert snap.evicted_by == {}
     assert carried.evicted_by == {}
+
+
+# -- the stored form (live.carry_store): JSON round trip, pruning, size limit, bad input -------
+
+
+def _carried() -> Carried:
+    carried = Carried()
+    plan = Plan()
+    plan.reservations[JobId("ns/big")] = Reservation(JobId("ns/big"), 9e9, (NodeName("a"),))
+    plan.deadlines[JobId("ns/guest")] = (1_700_000_900.5, JobId("ns/big"))
+    plan.evictions.append(Eviction(JobId("ns/victim"), JobId("ns/owner"), "reclaimed"))
+    carried.record(plan, now=1_700_000_000.25)
+    again = Plan()
+    again.reservations = dict(plan.reservations)
+    again.evictions.append(Eviction(JobId("ns/victim"), JobId("ns/urgent"), "preempted"))
+    carried.record(again, now=1_700_000_060.0)
+    return carried
+
+
+def test_the_carried_state_survives_its_json_form_exactly() -> None:
+    carried = _carried()
+    assert carried.evicted_at == {JobId("ns/victim"): 1_700_000_060.0}  # the last eviction
+    text, dropped = encode(carried)
+    assert dropped == 0
+    assert json.loads(text) == {
+        "version": 1,
+        "reserved": {"ns/big": 1_700_000_000.25},
+        "deadlines": {"ns/guest": 1_700_000_900.5},
+        "evictedBy": {"ns/victim": {"by": ["ns/owner", "ns/urgent"], "at": 1_700_000_060.0}},
+    }
+    back = decode(text)
+    assert back == carried
+    assert encode(back) == (text, 0)  # deterministic: an unchanged state is the same text
+
+
+def test_a_new_leader_gets_what_the_old_one_applied_and_prunes_gone_jobs() -> None:
+    stored = decode(encode(_carried())[0])
+    fresh = Carried()
+    fresh.merge(stored)
+    snap = fresh.apply(_snapshot({"ns/guest": 100.0, "ns/victim": 200.0}, now=300.0))
+    assert snap.reserved == {JobId("ns/big"): 1_700_000_000.25}
+    assert snap.running[JobId("ns/guest")].deadline == 1_700_000_900.5
+    assert snap.evicted_by == {JobId("ns/victim"): frozenset({"ns/owner", "ns/urgent"})}
+    fresh.apply(_snapshot({}, now=400.0))  # the guest ended, the victim is gone
+    assert json.loads(encode(fresh)[0])["deadlines"] == {}
+    assert json.loads(encode(fresh)[0])["evictedBy"] == {}
+    assert fresh.evicted_at == {}
+
+
+def test_merging_unites_evictors_and_keeps_the_earliest_holder() -> None:
+    ours = Carried(
+        reserved={JobId("a"): 50.0},
+        deadlines={JobId("g"): 10.0},
+        evicted_by={JobId("v"): frozenset({JobId("x")})},
+        evicted_at={JobId("v"): 5.0},
+    )
+    theirs = Carried(
+        reserved={JobId("a"): 20.0, JobId("b"): 30.0},
+        deadlines={JobId("g"): 99.0, JobId("h"): 11.0},
+        evicted_by={JobId("v"): frozenset({JobId("y")}), JobId("w"): frozenset({JobId("x")})},
+        evicted_at={JobId("v"): 7.0, JobId("w"): 6.0},
+    )
+    ours.merge(theirs)
+    assert ours.reserved == {"a": 20.0, "b": 30.0}
+    assert ours.deadlines == {"g": 10.0, "h": 11.0}  # ours kept where both have one
+    assert ours.evicted_by == {"v": frozenset({"x", "y"}), "w": frozenset({"x"})}
+    assert ours.evicted_at == {"v": 7.0, "w": 6.0}
+
+
+def test_over_the_size_limit_the_oldest_evictions_are_left_out_first() -> None:
+    carried = Carried(reserved={JobId("ns/holder"): 1.0}, deadlines={JobId("ns/guest"): 2.0})
+    for i in range(200):
+        job = JobId(f"ns/victim-{i:03d}")
+        carried.evicted_by[job] = frozenset({JobId("ns/evictor")})
+        carried.evicted_at[job] = 1000.0 + i
+    full, _ = encode(carried)
+    limit = len(full) - 1000
+    text, dropped = encode(carried, limit)
+    assert len(text) <= limit
+    kept = decode(text)
+    assert dropped == 200 - len(kept.evicted_by) > 0
+    oldest_kept = min(kept.evicted_at.values())
+    assert all(t < oldest_kept for j, t in carried.evicted_at.items() if j not in kept.evicted_by)
+    assert kept.reserved == carried.reserved
+    assert kept.deadlines == carried.deadlines
+    assert len(carried.evicted_by) == 200  # the leader's own state is untouched
+    # With room for almost nothing, deadlines and then holders go too.
+    tiny, dropped = encode(carried, 80)
+    assert decode(tiny) == Carried(reserved={JobId("ns/holder"): 1.0})
+    assert dropped == 201
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("{not json", "not JSON"),
+        ("[1, 2]", "expected a JSON object, got a list"),
+        ('{"reserved": {}}', "version: expected 1, got None"),
+        ('{"version": 2}', "version: expected 1, got 2"),
+        ('{"version": 1, "reserved": []}', "reserved: expected an object, got a list"),
+        ('{"version": 1, "reserved": {"ns/a": "soon"}}', 'reserved["ns/a"]: expected Unix'),
+        ('{"version": 1, "deadlines": {"ns/a": true}}', 'deadlines["ns/a"]: expected Unix'),
+        ('{"version": 1, "deadlines": {"ns/a": NaN}}', 'deadlines["ns/a"]: expected Unix'),
+        ('{"version": 1, "evictedBy": {"ns/v": ["ns/h"]}}', 'evictedBy["ns/v"]: expected an'),
+        ('{"version": 1, "evictedBy": {"ns/v": {"by": [], "at": 1}}}', 'evictedBy["ns/v"].by'),
+        ('{"version": 1, "evictedBy": {"ns/v": {"by": [3], "at": 1}}}', '"ns/v"].by[0]: expec'),
+        ('{"version": 1, "evictedBy": {"ns/v": {"by": ["ns/h"]}}}', '"ns/v"].at: expected U'),
+    ],
+)
+def test_a_malformed_state_is_refused_naming_the_field(text: str, where: str) -> None:
+    with pytest.raises(CarriedFormatError) as caught:
+        decode(text)
+    assert where in str(caught.value)
+
+
+def test_sections_missing_from_the_state_are_empty_and_unknown_keys_ignored() -> None:
+    assert decode('{"version": 1, "later": {"x": 1}}') == Carried()

@@ -42,6 +42,13 @@ def run_command(
         str, typer.Option(help="namespace of the Lease")
     ] = "gpusched-system",
     lease_name: Annotated[str, typer.Option(help="name of the Lease")] = "gpusched",
+    state_configmap: Annotated[
+        str,
+        typer.Option(
+            help="ConfigMap in --lease-namespace where the leader keeps what a new leader needs "
+            "(reservation holders, deadlines, evictors); empty: memory only"
+        ),
+    ] = "gpusched-state",
     identity: Annotated[
         str | None, typer.Option(help="this replica's name in the Lease (default: POD_NAME)")
     ] = None,
@@ -102,6 +109,7 @@ def run_command(
         leader_elect=leader_elect,
         lease_namespace=lease_namespace,
         lease_name=lease_name,
+        state_name=state_configmap,
         identity=identity or default_identity(),
         metrics_address=metrics_address,
         lease_s=lease_duration,

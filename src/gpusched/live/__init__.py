@@ -10,7 +10,9 @@ Modules: :mod:`.client` (thin JSON client, raw Binding POST), :mod:`.cache` (lis
 (a cycle's Snapshot; pods into jobs in :mod:`.snapshot_jobs`, bound pods charged in
 :mod:`.snapshot_charge`, DRA in :mod:`.snapshot_dra`), :mod:`.scheduler` (the cycle and
 applying its plan), :mod:`.pod_moves` (Binding and Eviction), :mod:`.pod_writes` (conditions,
-Events, nominations), :mod:`.leader` (Lease election), :mod:`.metrics` (Prometheus),
+Events, nominations), :mod:`.carry` (what a cycle leaves the next: reservation holders,
+deadlines, evictors) and :mod:`.carry_store` (it in a ConfigMap, for the next leader),
+:mod:`.leader` (Lease election), :mod:`.metrics` (Prometheus),
 :mod:`.run` (the process). User guide: ``docs/live.md``.
 """
 

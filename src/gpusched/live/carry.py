@@ -1,19 +1,30 @@
 """What the live scheduler carries from one cycle to the next for the core.
 
-The simulator keeps two things between cycles that the core reads from the snapshot
+The simulator keeps three things between cycles that the core reads from the snapshot
 (:class:`~gpusched.framework.session.Snapshot`): the jobs that hold a reservation and since
-when (``reserved``: backfill keeps a reservation with its job), and the deadline of each job
+when (``reserved``: backfill keeps a reservation with its job), the deadline of each job
 admitted to nodes held for a reservation (``RunningJob.deadline``: such a job may be evicted
-once it overruns it); and, for each job evicted to make room, the jobs it was evicted for
+once it overruns it), and, for each job evicted to make room, the jobs it was evicted for
 (``evicted_by``: it never evicts them in return). The live scheduler rebuilds its snapshot from
-the API each cycle, so it keeps them here, in memory: a new leader starts with none
-(reservations are made afresh, jobs admitted under the old leader run with no deadline, and
-past evictions no longer bar a job's victims).
+the API each cycle, so it keeps them here, with when each job was last evicted
+(``evicted_at``, which decides what is given up first when the state is too big to store).
+
+Every time is the cycle's ``Snapshot.now``, which the live scheduler takes from the wall clock
+(``time.time()``, Unix seconds), so the times stay meaningful in another process or on another
+machine. The leader writes this state to a ConfigMap after each cycle that changed it, and a
+replica that becomes leader reads it before its first cycle (:mod:`.carry_store`), so a
+reservation keeps its holder, a guest on held nodes its deadline, and an evicted job its
+evictors across a change of leader or a restart. With persistence off
+(``gpusched run --state-configmap ''``) it is kept in memory only and a new leader starts
+with none.
+
+Entries are dropped for jobs that no longer exist (:meth:`Carried.apply`), so the state is
+bounded by the jobs the cluster holds.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from gpusched.framework import Plan, Snapshot
 from gpusched.model import JobId
@@ -21,23 +32,28 @@ from gpusched.model import JobId
 __all__ = ["Carried"]
 
 
+@dataclass(slots=True)
 class Carried:
-    """Reservation holders, deadlines and evictors from earlier cycles (module docstring)."""
+    """Reservation holders, deadlines and evictors from earlier cycles (module docstring).
 
-    def __init__(self) -> None:
-        self.reserved: dict[JobId, float] = {}
-        self.deadlines: dict[JobId, float] = {}
-        self.evicted_by: dict[JobId, frozenset[JobId]] = {}
+    Two values are equal when all four maps are (the store writes only a changed state).
+    """
+
+    reserved: dict[JobId, float] = field(default_factory=dict)
+    deadlines: dict[JobId, float] = field(default_factory=dict)
+    evicted_by: dict[JobId, frozenset[JobId]] = field(default_factory=dict)
+    evicted_at: dict[JobId, float] = field(default_factory=dict)
 
     def apply(self, snapshot: Snapshot) -> Snapshot:
         """``snapshot`` with the holders, the deadlines of its running jobs and the evictors
-        of its jobs."""
+        of its jobs; entries of jobs it no longer has are forgotten."""
         running = snapshot.running
         # Forget jobs that ended or were evicted (a restarted job gets a new deadline or none).
         self.deadlines = {j: d for j, d in self.deadlines.items() if j in running}
-        if self.evicted_by:  # and jobs that are gone
+        if self.evicted_by or self.evicted_at:  # and jobs that are gone
             live = set(running) | {j.id for j in snapshot.pending}
             self.evicted_by = {j: by for j, by in self.evicted_by.items() if j in live}
+            self.evicted_at = {j: t for j, t in self.evicted_at.items() if j in self.evicted_by}
         if not self.reserved and not self.deadlines and not self.evicted_by:
             return snapshot
         with_deadlines = {
@@ -54,7 +70,7 @@ class Carried:
     def record(self, plan: Plan, now: float) -> None:
         """Remember ``plan``'s reservation holders (since their first cycle as holders), the
         deadlines of the jobs it starts on held nodes and whom its evicted jobs were evicted
-        for."""
+        for (and when)."""
         self.reserved = {j: self.reserved.get(j, now) for j in plan.reservations}
         evicted = {e.job for e in plan.evictions if not e.tasks}
         for job_id in evicted:
@@ -63,5 +79,25 @@ class Carried:
         for ev in plan.evictions:
             if not ev.tasks and ev.job not in moved:
                 self.evicted_by[ev.job] = self.evicted_by.get(ev.job, frozenset()) | {ev.for_job}
+                self.evicted_at[ev.job] = now
         for job_id, (due, _) in plan.deadlines.items():
             self.deadlines[job_id] = due
+
+    def merge(self, other: Carried) -> None:
+        """Fold in ``other`` (the state stored by this or another leader): a holder keeps its
+        earliest time, a deadline is taken for a job that has none here, evictors are united
+        (and the latest eviction time kept). Entries of jobs that are gone are dropped at the
+        next :meth:`apply`."""
+        for job_id, since in other.reserved.items():
+            self.reserved[job_id] = min(since, self.reserved.get(job_id, since))
+        for job_id, due in other.deadlines.items():
+            self.deadlines.setdefault(job_id, due)
+        for job_id, by in other.evicted_by.items():
+            self.evicted_by[job_id] = self.evicted_by.get(job_id, frozenset()) | by
+        for job_id, at in other.evicted_at.items():
+            self.evicted_at[job_id] = max(at, self.evicted_at.get(job_id, at))
+
+    def copy(self) -> Carried:
+        return Carried(
+            dict(self.reserved), dict(self.deadlines), dict(self.evicted_by), dict(self.evicted_at)
+        )

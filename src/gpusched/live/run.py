@@ -5,6 +5,8 @@ Binding POSTs, and the main thread running cycles. SIGTERM or SIGINT stops it gr
 cycle in flight finishes (its binds complete), the caches stop, and the Lease is released so a
 standby replica takes over at once. A replica that cannot renew the Lease in time (the
 apiserver is down, or it is cut off) stops scheduling and campaigns again (see :mod:`.leader`).
+What the leader carries between cycles (reservation holders, deadlines, evictors) is kept in
+the ConfigMap ``state_name`` beside the Lease, and read by each new leader (:mod:`.carry_store`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 
 from gpusched.framework import Profile
+from gpusched.live.carry_store import CarryStore
 from gpusched.live.client import KubeClient, load_credentials
 from gpusched.live.leader import LeaderElector
 from gpusched.live.metrics import Metrics
@@ -41,6 +44,8 @@ class RunConfig:
     leader_elect: bool = True
     lease_namespace: str = "gpusched-system"
     lease_name: str = "gpusched"
+    #: ConfigMap (in ``lease_namespace``) keeping the carried state; empty: memory only.
+    state_name: str = "gpusched-state"
     identity: str = field(default_factory=default_identity)
     metrics_address: str = "0.0.0.0:10261"
     lease_s: float = 15.0
@@ -61,7 +66,10 @@ def run(config: RunConfig, profile: Profile) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
-    scheduler = LiveScheduler(client, profile, config.options, metrics)
+    store = None
+    if config.state_name:
+        store = CarryStore(client, config.lease_namespace, config.state_name, config.identity)
+    scheduler = LiveScheduler(client, profile, config.options, metrics, store)
     scheduler.start_caches(stop)
     if config.metrics_address:
         metrics.serve(config.metrics_address)
@@ -74,7 +82,7 @@ def run(config: RunConfig, profile: Profile) -> int:
 
         def on_started() -> None:
             metrics.leader.set(1)
-            scheduler.wake()
+            scheduler.became_leader()
 
         elector = LeaderElector(
             client,

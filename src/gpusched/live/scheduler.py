@@ -2,7 +2,9 @@
 
 One cycle (only on the replica holding the Lease)::
 
-    nodes, pods, pod groups <- the list+watch caches (no API reads in the cycle)
+    nodes, pods, pod groups <- the list+watch caches (the cycle reads nothing else from the API
+                               but the carried state below: once per term as leader, and
+                               again after a conflicting write of it)
     live = build_snapshot(...)                 pure; our recent binds count as bound ("assumed")
     plan = schedule(live.snapshot, profile)    the same core the simulator calls
     evictions  -> Eviction subresource per pod (a PDB refusal, 429, is reported, not retried)
@@ -12,6 +14,9 @@ One cycle (only on the replica holding the Lease)::
     pending    -> condition PodScheduled=False (reason Unschedulable, the core's message with
                   its numbers) and a Warning Event FailedScheduling, written when the message
                   changes and at most every ``report_interval_s`` per pod
+    carried    -> reservation holders, deadlines and evictors (:mod:`.carry`), read from a
+                  ConfigMap at the start of a term as leader and written back when they
+                  changed, after the writes above (:mod:`.carry_store`)
 
 A cycle starts when a cache changed (after ``batch_s``, so a burst of pods is scheduled
 together) or every ``resync_s`` while pods are pending. Jobs nominated for preemption are not
@@ -39,6 +44,7 @@ from gpusched.framework import Bind, Plan, Profile
 from gpusched.live.admission import Admission
 from gpusched.live.caches import LiveCaches
 from gpusched.live.carry import Carried
+from gpusched.live.carry_store import CarryStore
 from gpusched.live.client import ApiError, KubeClient
 from gpusched.live.dra import (
     DraView,
@@ -101,6 +107,7 @@ class LiveScheduler:
         profile: Profile,
         options: LiveOptions | None = None,
         metrics: Metrics | None = None,
+        store: CarryStore | None = None,
     ) -> None:
         self.client = client
         self.profile = profile
@@ -113,7 +120,10 @@ class LiveScheduler:
         self._refused: set[JobId] = set()
         self._dra: DraView | None = None
         self._memo = SnapshotMemo()
-        self._carried = Carried()  # reservation holders and deadlines (live.carry)
+        self._carried = Carried()  # holders, deadlines, evictors (live.carry)
+        self._store = store  # where they are kept for the next leader (live.carry_store)
+        self._new_term = threading.Event()  # read the stored state before the next cycle
+        self._new_term.set()
         self._writes: list[Future[None]] = []
         self._assumed: dict[str, tuple[Assumed, float]] = {}
         self._reported: dict[str, tuple[str, float]] = {}
@@ -136,7 +146,13 @@ class LiveScheduler:
     # -- loop ------------------------------------------------------------------------------
 
     def wake(self) -> None:
-        """Run a cycle soon (a cache changed, or this replica became the leader)."""
+        """Run a cycle soon (a cache changed)."""
+        self._changed.set()
+
+    def became_leader(self) -> None:
+        """This replica now holds the Lease: read the carried state again before the next
+        cycle (another leader may have changed it since this one last led), and run it soon."""
+        self._new_term.set()
         self._changed.set()
 
     def run(self, stop: threading.Event, leading: threading.Event | None = None) -> None:
@@ -160,6 +176,7 @@ class LiveScheduler:
     def cycle(self) -> CycleResult:
         """One scheduling cycle (see the module docstring)."""
         started = time.perf_counter()
+        self._read_carried()
         live = self._snapshot()
         self.cycles += 1
         built = time.perf_counter()
@@ -177,6 +194,8 @@ class LiveScheduler:
         for write in self._writes:  # conditions, events, nominations sent from the pool
             write.result()
         self._writes.clear()
+        if self._store is not None:  # the carried state, if it changed (never raises)
+            self._store.save(self._carried)
         self._observe(live, result)
         done = time.perf_counter()
         self.metrics.cycle_seconds.observe(done - started)
@@ -195,6 +214,19 @@ class LiveScheduler:
                 done - planned,
             )
         return result
+
+    def _read_carried(self) -> None:
+        """At the start of a term as leader, replace what this replica carried (from an
+        earlier term, if any) by the stored state; until that read succeeds, try again each
+        cycle (the store spaces its attempts)."""
+        if self._store is None:
+            return
+        if self._new_term.is_set():
+            self._new_term.clear()
+            self._carried = Carried()
+            self._store.reset()
+        if not self._store.loaded:
+            self._store.load(self._carried)
 
     def _snapshot(self) -> LiveSnapshot:
         """This cycle's snapshot, from the caches (no API reads)."""
