@@ -9,7 +9,7 @@ from gpusched.errors import ConfigError, InvariantError
 from gpusched.framework import ClusterState, Code, Plan, Snapshot
 from gpusched.framework.mig import mig_fit_count
 from gpusched.framework.quota import job_request
-from gpusched.framework.state import ReleaseBatch
+from gpusched.framework.release_batch import ReleaseBatch
 from gpusched.model import GPU, GpuModel, Job, JobId, Node, Task, TaskId, TaskShape
 from gpusched.model.mig import MigConfig, MigPlacement, MigSlice, geometry_for
 from gpusched.model.mig_layout import layout_problem

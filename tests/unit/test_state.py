@@ -8,7 +8,7 @@ import pytest
 from builders import TaskBuilder, make_node, make_state, make_task, occupy
 from gpusched.errors import InvariantError
 from gpusched.framework import ClusterState
-from gpusched.framework.state import SHAPE_CLASSES, Allocation, AllocationMap, shape_class
+from gpusched.framework.allocation import SHAPE_CLASSES, Allocation, AllocationMap, shape_class
 from gpusched.model import GpuModel, JobId, NodeName, TaskId
 
 

@@ -43,7 +43,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpusched.framework import ClusterState, RunningJob
-from gpusched.framework.state import index_ranges
+from gpusched.framework.release_batch import index_ranges
 from gpusched.model import Job, JobId, QueueName, Task, TaskId, TaskShape
 
 __all__ = ["FirstFitMemo", "Victim", "VictimIndex"]

@@ -1,5 +1,6 @@
 """The scheduling framework: state arrays, extension points, sessions, plans and profiles."""
 
+from gpusched.framework.allocation import Allocation
 from gpusched.framework.extension import (
     Action,
     BoolArray,
@@ -15,7 +16,7 @@ from gpusched.framework.extension import (
 from gpusched.framework.plan import Bind, Eviction, Move, Plan, QuotaHold, Reservation
 from gpusched.framework.profile import PluginSpec, Profile, ProfileSpec, TieBreak
 from gpusched.framework.session import RunningJob, Session, Snapshot
-from gpusched.framework.state import Allocation, ClusterState, VersionClock
+from gpusched.framework.state import ClusterState, VersionClock
 from gpusched.framework.statement import Statement
 from gpusched.framework.status import Code, Status
 

@@ -4,7 +4,7 @@ A busy cluster's cycle sees tens of thousands of running jobs, and most of them 
 cycle ago too. Several parts of the cycle derive something from each running job's allocations
 that cannot change while the job runs: its quota charge
 (:meth:`~gpusched.framework.session.Session.charge_of`), its rows in the reservation search's
-release batch (:class:`~gpusched.framework.state.ReleaseRows`) and its preemption victims
+release batch (:class:`~gpusched.framework.release_batch.ReleaseRows`) and its preemption victims
 (:mod:`gpusched.actions.evicting`). A driver that passes the same :class:`CycleMemo` with each
 :class:`~gpusched.framework.session.Snapshot` lets a cycle reuse them.
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpusched.framework.state import ReleaseRows
+from gpusched.framework.release_batch import ReleaseRows
 from gpusched.model import JobId, Resources
 
 __all__ = ["CycleMemo"]

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from gpusched.errors import ConfigError
+from gpusched.framework.allocation import Allocation
 from gpusched.framework.domain_wait import wait_for_domain
 from gpusched.framework.domains import choose_domain, task_fit
 from gpusched.framework.extension import CycleContext
@@ -32,8 +33,9 @@ from gpusched.framework.memo import CycleMemo
 from gpusched.framework.plan import Bind, Eviction, Plan, QuotaHold
 from gpusched.framework.profile import Profile, TieBreak
 from gpusched.framework.quota import QuotaBook, job_request
+from gpusched.framework.release_batch import ReleaseRows
 from gpusched.framework.sharing import variants
-from gpusched.framework.state import Allocation, ClusterState, ReleaseRows
+from gpusched.framework.state import ClusterState
 from gpusched.framework.statement import Statement
 from gpusched.framework.status import Code, Status
 from gpusched.model import (

@@ -8,7 +8,8 @@ half-placed gang out of a statement: binds are emitted only after :meth:`Stateme
 
 from __future__ import annotations
 
-from gpusched.framework.state import Allocation, ClusterState
+from gpusched.framework.allocation import Allocation
+from gpusched.framework.state import ClusterState
 from gpusched.model import Task
 from gpusched.model.mig import MigSlice
 

@@ -58,9 +58,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gpusched.framework.allocation import Allocation
 from gpusched.framework.domains import patience_s
 from gpusched.framework.plan import QuotaHold, Reservation
-from gpusched.framework.state import Allocation, ReleaseBatch, ReleaseRows
+from gpusched.framework.release_batch import ReleaseBatch, ReleaseRows
 from gpusched.framework.statement import Statement
 from gpusched.model import GPU, Job, JobId, NodeName, QueueName, Resources
 
@@ -175,8 +176,8 @@ def _search(
     """:func:`reserve` without the preferred-gang comparison.
 
     The running jobs' allocations are laid out once as flat arrays in order of expected end
-    (:class:`~gpusched.framework.state.ReleaseBatch`); the state after the first ``p`` releases
-    is then one vector sum over a prefix (:meth:`ClusterState.free_batch`), with no
+    (:class:`~gpusched.framework.release_batch.ReleaseBatch`); the state after the first ``p``
+    releases is then one vector sum over a prefix (:meth:`ClusterState.free_batch`), with no
     allocation-map work. Galloping search: try ``p = 1, 2, 4, 8, ...`` releases (``O(log R)``
     trials), then bisect inside the last doubling. Fitting is (near enough) monotone in the
     releases. A gang confined to one network domain is tested by the domain's room alone

@@ -1,8 +1,8 @@
 """GpuClustering: keep tasks of the same GPU shape together.
 
-GPU shapes are the GPU classes of :data:`gpusched.framework.state.SHAPE_CLASSES` (sharing, 1, 2,
-4, 8 GPUs). With ``c`` the task's class, ``count[n, .]`` the GPU tasks node ``n`` hosts and
-``idle(n)`` its free milli-GPU::
+GPU shapes are the GPU classes of :data:`gpusched.framework.allocation.SHAPE_CLASSES` (sharing,
+1, 2, 4, 8 GPUs). With ``c`` the task's class, ``count[n, .]`` the GPU tasks node ``n`` hosts
+and ``idle(n)`` its free milli-GPU::
 
     band(n)  = 3  if node n hosts GPU tasks of class c only      (same shape only)
                2  if it hosts class c and other classes           (mixed, includes c)
@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpusched.framework import BoolArray, ClusterState, CycleContext, FloatArray
-from gpusched.framework.state import shape_class
+from gpusched.framework.allocation import shape_class
 from gpusched.model import Task
 from gpusched.plugins._util import Norms, gpu_idle
 
