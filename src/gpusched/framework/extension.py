@@ -31,7 +31,8 @@ from gpusched.framework.state import ClusterState
 from gpusched.model import Job, Task, TaskShape
 
 if TYPE_CHECKING:
-    from gpusched.framework.session import RunningJob, Session
+    from gpusched.framework.session import Session
+    from gpusched.framework.snapshot import RunningJob
 
 __all__ = [
     "Action",

@@ -6,9 +6,9 @@ that cannot change while the job runs: its quota charge
 (:meth:`~gpusched.framework.session.Session.charge_of`), its rows in the reservation search's
 release batch (:class:`~gpusched.framework.release_batch.ReleaseRows`) and its preemption victims
 (:mod:`gpusched.actions.evicting`). A driver that passes the same :class:`CycleMemo` with each
-:class:`~gpusched.framework.session.Snapshot` lets a cycle reuse them.
+:class:`~gpusched.framework.snapshot.Snapshot` lets a cycle reuse them.
 
-**Contract (for drivers):** a :class:`~gpusched.framework.session.RunningJob` object stands for
+**Contract (for drivers):** a :class:`~gpusched.framework.snapshot.RunningJob` object stands for
 one fixed set of allocations. Whenever a job's allocations change (it is evicted and placed
 again, moved, or loses elastic members) the driver gives it a new ``RunningJob``. Entries are
 keyed by job id and valid only while they hold the very ``RunningJob`` object the snapshot has

@@ -114,7 +114,7 @@ class Plan:
         deadlines: jobs started this cycle on nodes held for another job's reservation (they
             were admitted because they are expected to end first), with the time they must end
             by and the job the nodes are held for. A driver keeps the deadline on the running
-            record (:attr:`~gpusched.framework.session.RunningJob.deadline`): a job still
+            record (:attr:`~gpusched.framework.snapshot.RunningJob.deadline`): a job still
             running past it may be evicted for a reservation that is due
             (:class:`~gpusched.actions.allocate.Backfill`).
         pending: status of every job considered and left pending.

@@ -1,0 +1,178 @@
+"""A session's side of the queues: what a job is charged, and why the queues keep it waiting.
+
+A job is charged the resources of its bound tasks, by the GPU models they landed on
+(:func:`~gpusched.framework.quota.job_request`); a gang not yet placed is charged its request.
+Before a job is placed, :meth:`QuotaAdmission.quota_refusal` asks the cycle's
+:class:`~gpusched.framework.quota.QuotaBook`::
+
+    refused  iff  its queue does not exist                               (unresolvable)
+              or  it could not be admitted even with every queue idle    (unresolvable)
+              or  charging it now would pass a limit on its queue's path
+              or  it does not fit its queue's guarantee and may not borrow what it lacks
+              or  it would borrow, or use a limit, held for a job that waited longer
+                  (:class:`~gpusched.framework.plan.QuotaHold`) and is not expected to end
+                  by then
+
+Answers are kept for the cycle per quota key (queue, quota-relevant request, preemptible) while
+the book's usage version holds; requests and keys per job also go to the driver's memo.
+:class:`QuotaAdmission` is a mixin of :class:`~gpusched.framework.session.Session`
+(:mod:`.session_base`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpusched.framework.quota import job_request
+from gpusched.framework.session_base import SessionBase
+from gpusched.framework.status import Code, Status
+from gpusched.model import Job, JobId, QueueName, Resources, Task
+
+__all__ = ["QuotaAdmission"]
+
+
+class QuotaAdmission(SessionBase):
+    """Charging jobs to their queues and refusing what the queues do not admit (module
+    docstring)."""
+
+    __slots__ = ()
+
+    def charge_of(self, job: Job, tasks: Sequence[Task] | None = None) -> Resources:
+        """The quota charge of ``job``'s bound tasks (or of ``tasks``, bound ones), with the
+        GPU models they landed on: gang and elastic members alike."""
+        allocations = self.state.allocations
+        model_of = self.state.node_models
+        models: list[str] = []
+        held: list[Task] = []
+        for task in job.tasks if tasks is None else tasks:
+            alloc = allocations.get(task.id)
+            if alloc is None:
+                continue
+            models.append(model_of[alloc.node])
+            held.append(task)
+        return job_request(job, models, held)
+
+    def _running_charges(self) -> list[tuple[QueueName, Resources]]:
+        """Each running job's queue and charge; charges the memo holds for the same running
+        record are reused, and the memo's table is renewed."""
+        running = self.snapshot.running
+        memo = self.snapshot.memo
+        if memo is None:
+            return [(r.job.queue, self.charge_of(r.job)) for r in running.values()]
+        old = memo.charges
+        fresh: dict[JobId, tuple[object, Resources]] = {}
+        out = []
+        for job_id, run in running.items():
+            hit = old.get(job_id)
+            charge = hit[1] if hit is not None and hit[0] is run else self.charge_of(run.job)
+            fresh[job_id] = (run, charge)
+            out.append((run.job.queue, charge))
+        memo.charges = fresh
+        return out
+
+    def request(self, job: Job) -> Resources:
+        """``job_request(job)`` (what the gang is charged before it lands), once per cycle."""
+        return self._request_entry(job)[1]
+
+    def _request_entry(self, job: Job) -> tuple[Job, Resources, tuple[object, ...] | None]:
+        entry = self._requests.get(job.id)
+        if entry is None:
+            entry = self._kept_requests.get(job.id)
+            if entry is None or entry[0] is not job:
+                entry = (job, job_request(job), None)
+            self._requests[job.id] = entry
+        return entry
+
+    def quota_refusal(self, job: Job) -> Status | None:
+        """Why the queues keep ``job`` waiting right now, or ``None``."""
+        quota = self.quota
+        if quota is None:
+            return None
+        if job.queue not in quota.tree:
+            return Status(
+                Code.UNRESOLVABLE,
+                (
+                    f"queue {job.queue!r} does not exist; "
+                    f"known: {', '.join(q.name for q in quota.tree)}",
+                ),
+            )
+        _, req, key = self._request_entry(job)
+        if key is None:
+            key = (job.queue, quota.key(req), job.preemptible)
+            self._requests[job.id] = (job, req, key)
+        known = self._refusals.get(key)
+        if known is not None and known[0] == quota.version:
+            return known[1]
+        refused = self._refusal(job, req, key)
+        self._refusals[key] = (quota.version, refused)
+        hold = self.quota_hold
+        if (
+            refused is None
+            and hold is not None
+            and hold.job != job.id
+            and self.snapshot.now + self.runtime_estimate(job) > hold.until
+        ):
+            if hold.limit is None and not quota.within_guarantee(job.queue, req):
+                return Status(
+                    Code.UNSCHEDULABLE,
+                    (
+                        f"it would borrow quota held for {hold.job}, which needs "
+                        f"{hold.short / 1000:g} more borrowable GPUs (expected by "
+                        f"t={hold.until:.0f} s); a job may borrow meanwhile only if it ends by "
+                        "then",
+                    ),
+                )
+            if hold.limit is not None and hold.limit in quota.tree.path(job.queue):
+                return Status(
+                    Code.UNSCHEDULABLE,
+                    (
+                        f"queue {hold.limit!r}'s limit is held for {hold.job}, which has waited "
+                        f"longest and needs {hold.short / 1000:g} GPUs more room (expected by "
+                        f"t={hold.until:.0f} s); a job of this queue may start meanwhile only if "
+                        "it ends by then",
+                    ),
+                )
+        return refused
+
+    def _refusal(self, job: Job, req: Resources, key: tuple[object, ...]) -> Status | None:
+        """Why the queues refuse ``req`` of ``job`` at the current usage (no quota hold), or
+        ``None``. Whether it could never be admitted depends on the tree and the request alone
+        (:meth:`QuotaBook.never_fits`), so that answer is kept for the cycle under ``key``."""
+        quota = self.quota
+        assert quota is not None
+        never = self._never.get(key)
+        if never is None:
+            never = self._never[key] = quota.never_fits(job.queue, req) or ""
+        if never:
+            return Status(Code.UNRESOLVABLE, (never,))
+        problem = self._quota_problem(job.queue, req, lent=job.preemptible)
+        return None if problem is None else Status(Code.UNSCHEDULABLE, (problem,))
+
+    def _quota_problem(
+        self, queue: QueueName, req: Resources, *, borrow: bool = True, lent: bool = True
+    ) -> str | None:
+        """Why ``req`` may not be charged to ``queue`` now (limit, or borrowing), or ``None``."""
+        quota = self.quota
+        assert quota is not None
+        over = quota.over_limit(queue, req)
+        if over is not None:
+            return over
+        if quota.within_guarantee(queue, req):
+            return None
+        if not borrow:
+            return (
+                f"{quota.describe(queue)}; the job was placed by eviction and must stay "
+                "within its guarantee"
+            )
+        if not quota.may_borrow(queue, req, lent=lent):
+            what = (
+                "can be borrowed now"
+                if lent
+                else ("is promised to no queue (a job that cannot be preempted borrows only that)")
+            )
+            return (
+                f"{quota.describe(queue)}; the job needs "
+                f"{quota.beyond_guarantee(queue, req) / 1000:g} GPUs beyond it and only "
+                f"{max(quota.borrowable(queue, lent=lent), 0) / 1000:g} {what}"
+            )
+        return None

@@ -1,0 +1,121 @@
+"""What a scheduling cycle reads: the :class:`Snapshot`, and the running jobs as a cycle sees them.
+
+A driver (the simulator, the live backend) builds one :class:`Snapshot` per cycle and hands it
+to :func:`gpusched.scheduler.schedule`; nothing in it is changed by the cycle. A job holding
+allocations is a :class:`RunningJob` record; drivers give a job a new record whenever its
+allocations change (the contract of :mod:`~gpusched.framework.memo`). The
+:class:`~gpusched.framework.session.Session` of the cycle sees the running jobs through a
+:class:`RunningOverlay`: the snapshot's, plus the jobs it starts, minus those it evicts, without
+copying the snapshot's mapping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from gpusched.framework.memo import CycleMemo
+from gpusched.framework.state import ClusterState
+from gpusched.model import Job, JobId, QueueName, QueueTree
+
+__all__ = ["RunningJob", "RunningOverlay", "Snapshot"]
+
+
+class RunningOverlay:
+    """The cycle's view of running jobs: the snapshot's, plus starts, minus evictions.
+
+    O(1) to create (the snapshot's mapping is read through, never copied or changed).
+    """
+
+    __slots__ = ("_added", "_base", "_removed")
+
+    def __init__(self, base: Mapping[JobId, RunningJob]) -> None:
+        self._base = base
+        self._added: dict[JobId, RunningJob] = {}
+        self._removed: set[JobId] = set()
+
+    def __contains__(self, job: object) -> bool:
+        return job in self._added or (job in self._base and job not in self._removed)
+
+    def __getitem__(self, job: JobId) -> RunningJob:
+        if job in self._added:
+            return self._added[job]
+        if job in self._removed:
+            raise KeyError(job)
+        return self._base[job]
+
+    def __setitem__(self, job: JobId, run: RunningJob) -> None:
+        self._added[job] = run
+        self._removed.discard(job)
+
+    def pop(self, job: JobId) -> RunningJob:
+        run = self[job]
+        self._added.pop(job, None)
+        if job in self._base:
+            self._removed.add(job)
+        return run
+
+    def values(self) -> Iterator[RunningJob]:
+        for job, run in self._base.items():
+            if job not in self._removed and job not in self._added:
+                yield run
+        yield from self._added.values()
+
+    def items(self) -> Iterator[tuple[JobId, RunningJob]]:
+        for run in self.values():
+            yield run.job.id, run
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.values())
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    """A job with tasks on nodes: when it started and how often it was evicted before.
+
+    ``deadline``: set for a job started on nodes held for another job's reservation
+    (:attr:`~gpusched.framework.plan.Plan.deadlines`): the time it was expected to end by.
+    """
+
+    job: Job
+    start: float
+    evictions: int = 0
+    deadline: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything a cycle may read: the cluster, the jobs, the queues, the time and a seed.
+
+    Attributes:
+        state: node capacity, free resources and running allocations.
+        pending: jobs waiting to be placed, in arrival order. A job may already have some
+            tasks bound (a driver placing pods one by one); those count towards its gang.
+        now: the cycle's time in seconds.
+        seed: seeds the cycle's random source (drivers derive it per cycle).
+        running: jobs holding allocations in ``state``, for quota, preemption and backfill.
+        queues: the queue tree; ``None`` disables quota.
+        usage_history: decayed past usage per queue (fair share), kept by the driver.
+        runtime_stats: mean observed run time per ``(user, kind)``, kept by the driver.
+        evictions: how often each pending job was evicted before (disruption budgets).
+        evicted_by: for each job, the jobs it was evicted to make room for; it never evicts
+            them in return (no preemption loops, :mod:`~gpusched.actions.evicting`).
+        reserved: jobs that held a reservation at the end of the driver's previous cycle,
+            with the time they first got it; backfill keeps the reservation with them
+            (:class:`~gpusched.actions.allocate.Backfill`).
+        memo: results about running jobs kept from the driver's previous cycle (speed only;
+            see :mod:`~gpusched.framework.memo` for the contract), or ``None``.
+    """
+
+    state: ClusterState
+    pending: tuple[Job, ...]
+    now: float = 0.0
+    seed: int = 0
+    running: Mapping[JobId, RunningJob] = field(default_factory=dict)
+    queues: QueueTree | None = None
+    usage_history: Mapping[QueueName, Mapping[str, float]] = field(default_factory=dict)
+    runtime_stats: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    evictions: Mapping[JobId, int] = field(default_factory=dict)
+    evicted_by: Mapping[JobId, frozenset[JobId]] = field(default_factory=dict)
+    reserved: Mapping[JobId, float] = field(default_factory=dict)
+    memo: CycleMemo | None = field(default=None, compare=False, repr=False)
