@@ -15,10 +15,11 @@ from gpusched.framework import (
     Code,
     CycleContext,
     FloatArray,
+    QuotaHold,
     Session,
     Snapshot,
 )
-from gpusched.model import QueueName, QueueSpec, QueueTree, Resources, Task
+from gpusched.model import JobId, QueueName, QueueSpec, QueueTree, Resources, Task
 
 
 class _Fixed:
@@ -96,3 +97,23 @@ def test_quota_refusals_follow_usage_and_never_fits_stays() -> None:
     assert limited.reasons == (quota.over_limit(QueueName("b"), session.request(small)),)
     quota.refund(QueueName("b"), Resources({"gpu": 2000}))
     assert session.quota_refusal(small) is None
+
+
+def test_a_quota_hold_binds_every_borrower_after_its_holder_and_none_ahead() -> None:
+    """The queues' answer is kept per quota key, but the hold is the job's own: two identical
+    borrowers after the holder are both held back (the kept answer for their key says
+    "admitted"); one ahead of the holder in the order is not bound by it."""
+    state = make_state(make_node("g").gpus(8).cpu(64).mem_gib(512))
+    jobs = [make_job(name).gpus(2).queue("b").build() for name in "xyz"]
+    snap = replace(Snapshot(state, tuple(jobs), queues=_capped_tree()), now=1000.0)
+    session = Session(snap, policy_profile("gpusched"), cycle_context())
+    ahead, first, second = jobs
+    assert all(session.quota_refusal(j) is None for j in jobs)  # b would borrow 1 of a's 2
+    session.quota_hold = QuotaHold(JobId("holder"), until=2000.0, short=1000)
+    session.quota_hold_ahead = frozenset({ahead.id})
+    assert session.quota_refusal(ahead) is None
+    for job in (first, second):
+        refused = session.quota_refusal(job)
+        assert refused is not None, job.id
+        assert refused.code is Code.UNSCHEDULABLE
+        assert "quota held for holder" in refused.reasons[0]

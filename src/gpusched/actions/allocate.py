@@ -9,8 +9,11 @@
   nodes it will use, computed from run-time estimates -- and later jobs may use those nodes only
   if they are expected to finish before the reservation starts. The first job kept waiting only
   by borrowing gets a *quota hold* instead (:class:`~gpusched.framework.plan.QuotaHold`):
-  later jobs may borrow only if they are expected to end before it can start. Every job left
-  pending gets an estimated start time (:mod:`gpusched.framework.timeline`).
+  every job after it in the order (in this action and in the cycle's later ones: preempt,
+  reclaim) may borrow only if it is expected to end before the holder can start; the jobs
+  ahead of it in the order (higher priority, or a queue further below its fair share) are not
+  bound by it. Every job left pending gets an estimated start time
+  (:mod:`gpusched.framework.timeline`).
 
   *Sticky reservations:* a reservation stays with its job from cycle to cycle (the driver
   passes last cycle's holders in ``Snapshot.reserved``): the holder is considered ahead of
@@ -127,7 +130,7 @@ class Backfill:
             first = {j.id for j in starving}
             order = [*starving, *(j for j in order if j.id not in first)]
         overdue = _overdue(session) if self.evict_overdue and self.reservations else []
-        for job in order:
+        for rank, job in enumerate(order):
             if job.id in session.evicted:
                 continue
             status = session.place_job(job)
@@ -140,6 +143,7 @@ class Backfill:
                     hold = session.quota_hold = quota_hold(session, job, limits=old)
                     if hold is not None:
                         session.plan.quota_holds[hold.job] = hold
+                        session.quota_hold_ahead = frozenset(j.id for j in order[:rank])
                 continue
             if len(session.plan.reservations) < self.reservations:
                 if overdue and _evict_overdue(session, job, overdue):

@@ -117,8 +117,10 @@ class Session(GangPlacement, QuotaAdmission, Diagnosis):
             rows = self.release_rows = memo.release_rows
             running = snapshot.running
             rows.block = {j: b for j, b in rows.block.items() if running.get(j) is b[0]}
-        # Borrowable quota held for a job that waits only for borrowing (plan.QuotaHold).
+        # Borrowable quota held for a job that waits only for borrowing (plan.QuotaHold), and
+        # the jobs ahead of it in the order that set it (the hold does not bind them).
         self.quota_hold: QuotaHold | None = None
+        self.quota_hold_ahead: frozenset[JobId] = frozenset()
 
     # -- placing ---------------------------------------------------------------------------
 

@@ -60,6 +60,7 @@ class SessionBase:
         "profile",
         "quota",
         "quota_hold",
+        "quota_hold_ahead",
         "release_rows",
         "restrict",
         "running",
@@ -94,6 +95,7 @@ class SessionBase:
     restrict: np.ndarray | None
     release_rows: ReleaseRows | None
     quota_hold: QuotaHold | None
+    quota_hold_ahead: frozenset[JobId]
 
     if TYPE_CHECKING:
         # Session (session.py): placing one task.

@@ -9,12 +9,13 @@ Before a job is placed, :meth:`QuotaAdmission.quota_refusal` asks the cycle's
               or  it could not be admitted even with every queue idle    (unresolvable)
               or  charging it now would pass a limit on its queue's path
               or  it does not fit its queue's guarantee and may not borrow what it lacks
-              or  it would borrow, or use a limit, held for a job that waited longer
+              or  it would borrow, or use a limit, held for a job ahead of it in the order
                   (:class:`~gpusched.framework.plan.QuotaHold`) and is not expected to end
                   by then
 
-Answers are kept for the cycle per quota key (queue, quota-relevant request, preemptible) while
-the book's usage version holds; requests and keys per job also go to the driver's memo.
+The queues' answers are kept for the cycle per quota key (queue, quota-relevant request,
+preemptible) while the book's usage version holds; the hold is checked for each job, since it
+depends on the job's expected end. Requests and keys per job also go to the driver's memo.
 :class:`QuotaAdmission` is a mixin of :class:`~gpusched.framework.session.Session`
 (:mod:`.session_base`).
 """
@@ -102,14 +103,18 @@ class QuotaAdmission(SessionBase):
             self._requests[job.id] = (job, req, key)
         known = self._refusals.get(key)
         if known is not None and known[0] == quota.version:
-            return known[1]
-        refused = self._refusal(job, req, key)
-        self._refusals[key] = (quota.version, refused)
+            refused = known[1]
+        else:
+            refused = self._refusal(job, req, key)
+            self._refusals[key] = (quota.version, refused)
+        # The hold depends on the job (its rank, its expected end), so it is checked for every
+        # job, after the kept answer for its key.
         hold = self.quota_hold
         if (
             refused is None
             and hold is not None
             and hold.job != job.id
+            and job.id not in self.quota_hold_ahead
             and self.snapshot.now + self.runtime_estimate(job) > hold.until
         ):
             if hold.limit is None and not quota.within_guarantee(job.queue, req):
