@@ -1,7 +1,7 @@
 """What the live scheduler carries from one cycle to the next for the core.
 
 The simulator keeps three things between cycles that the core reads from the snapshot
-(:class:`~gpusched.framework.session.Snapshot`): the jobs that hold a reservation and since
+(:class:`~gpusched.framework.snapshot.Snapshot`): the jobs that hold a reservation and since
 when (``reserved``: backfill keeps a reservation with its job), the deadline of each job
 admitted to nodes held for a reservation (``RunningJob.deadline``: such a job may be evicted
 once it overruns it), and, for each job evicted to make room, the jobs it was evicted for
