@@ -16,7 +16,7 @@ from gpusched.framework.extension import (
 from gpusched.framework.plan import Bind, Eviction, Move, Plan, QuotaHold, Reservation
 from gpusched.framework.profile import PluginSpec, Profile, ProfileSpec, TieBreak
 from gpusched.framework.session import Session
-from gpusched.framework.snapshot import RunningJob, Snapshot
+from gpusched.framework.snapshot import RunningJob, Snapshot, cycle_seed
 from gpusched.framework.state import ClusterState, VersionClock
 from gpusched.framework.statement import Statement
 from gpusched.framework.status import Code, Status
@@ -51,4 +51,5 @@ __all__ = [
     "TieBreak",
     "VersionClock",
     "VictimOrder",
+    "cycle_seed",
 ]

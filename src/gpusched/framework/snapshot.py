@@ -18,7 +18,20 @@ from gpusched.framework.memo import CycleMemo
 from gpusched.framework.state import ClusterState
 from gpusched.model import Job, JobId, QueueName, QueueTree
 
-__all__ = ["RunningJob", "RunningOverlay", "Snapshot"]
+__all__ = ["RunningJob", "RunningOverlay", "Snapshot", "cycle_seed"]
+
+_SEED_MIX = 0x9E3779B97F4A7C15  # 2**64 / golden ratio: consecutive cycles spread apart
+_MASK = (1 << 63) - 1
+
+
+def cycle_seed(seed: int, cycle: int) -> int:
+    """The seed of cycle ``cycle`` of a run seeded ``seed`` (a driver's :attr:`Snapshot.seed`)::
+
+        ((seed * 0x9E3779B97F4A7C15) XOR cycle) AND (2**63 - 1)
+
+    Different cycles of one run, and the same cycle of different runs, get different seeds;
+    the same run replays the same ones."""
+    return ((seed * _SEED_MIX) ^ cycle) & _MASK
 
 
 class RunningOverlay:

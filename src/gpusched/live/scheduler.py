@@ -28,8 +28,9 @@ Optional APIs, found by discovery at start: the ``Queue`` CRD (:mod:`.queues`), 
 Bad Queues and PodGroups are reported on the objects themselves (:mod:`.feedback`).
 
 The caches and discovery are :mod:`.caches`; the Binding and Eviction writes :mod:`.pod_moves`;
-the condition, Event and nomination writes :mod:`.pod_writes`. This module is the loop, the
-cycle, and what is bound, evicted, held and reported when.
+the condition, Event and nomination writes :mod:`.pod_writes`; what users are told, and the
+gauges, :mod:`.reporting`. This module is the loop, the cycle, and what is bound, evicted and
+held when.
 """
 
 from __future__ import annotations
@@ -37,27 +38,22 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from gpusched.framework import Bind, Plan, Profile
+from gpusched.framework import Bind, Plan, Profile, cycle_seed
 from gpusched.live.admission import Admission
 from gpusched.live.caches import LiveCaches
 from gpusched.live.carry import Carried
 from gpusched.live.carry_store import CarryStore
 from gpusched.live.client import ApiError, KubeClient
-from gpusched.live.dra import (
-    DraView,
-    PodClaims,
-)
-from gpusched.live.feedback import Feedback
+from gpusched.live.dra import DraView, PodClaims
 from gpusched.live.holds import Hold
 from gpusched.live.metrics import Metrics
 from gpusched.live.pod_moves import bind_pod, evict_pod
-from gpusched.live.pod_writes import clear_nomination, nominate, post_event, write_unschedulable
-from gpusched.live.queues import (
-    build_queues,
-)
+from gpusched.live.pod_writes import clear_nomination, nominate
+from gpusched.live.queues import build_queues
+from gpusched.live.reporting import Reporter
 from gpusched.live.snapshot import Assumed, Extras, LiveSnapshot, build_snapshot
 from gpusched.live.snapshot_jobs import SnapshotMemo
 from gpusched.live.translate_pod import PodInfo
@@ -67,9 +63,6 @@ from gpusched.scheduler import schedule
 __all__ = ["CycleResult", "LiveOptions", "LiveScheduler"]
 
 log = logging.getLogger(__name__)
-
-_SEED_MIX = 0x9E3779B97F4A7C15
-_MASK = (1 << 63) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +108,6 @@ class LiveScheduler:
         self.metrics = metrics or Metrics()
         self._changed = threading.Event()
         self.caches = LiveCaches(client, self._changed.set)
-        self.feedback = Feedback(client, self.options.scheduler_name)
         self._holds: dict[str, tuple[Hold, float]] = {}
         self._refused: set[JobId] = set()
         self._dra: DraView | None = None
@@ -124,10 +116,9 @@ class LiveScheduler:
         self._store = store  # where they are kept for the next leader (live.carry_store)
         self._new_term = threading.Event()  # read the stored state before the next cycle
         self._new_term.set()
-        self._writes: list[Future[None]] = []
         self._assumed: dict[str, tuple[Assumed, float]] = {}
-        self._reported: dict[str, tuple[str, float]] = {}
         self._pool = ThreadPoolExecutor(self.options.bind_workers, thread_name_prefix="bind")
+        self.reporter = Reporter(client, self.options, self.metrics, self._pool)
         self.cycles = 0
 
     # -- caches ----------------------------------------------------------------------------
@@ -181,7 +172,7 @@ class LiveScheduler:
         self.cycles += 1
         built = time.perf_counter()
         result = CycleResult(pending_jobs=len(live.snapshot.pending))
-        self._report_problems(live, result)
+        self.reporter.problems(live, result)
         if live.ready:
             self._bind_ready(live, result)
         planned = built
@@ -191,12 +182,10 @@ class LiveScheduler:
             planned = time.perf_counter()
             self.metrics.schedule_seconds.observe(planned - built)
             self._apply(live, plan, result)
-        for write in self._writes:  # conditions, events, nominations sent from the pool
-            write.result()
-        self._writes.clear()
+        self.reporter.flush()  # conditions, events, nominations sent from the pool
         if self._store is not None:  # the carried state, if it changed (never raises)
             self._store.save(self._carried)
-        self._observe(live, result)
+        self.reporter.observe(live, result)
         done = time.perf_counter()
         self.metrics.cycle_seconds.observe(done - started)
         if result.bound or result.failed or result.evicted:
@@ -237,27 +226,19 @@ class LiveScheduler:
             self.caches.podgroups.items(),
             scheduler_name=self.options.scheduler_name,
             now=time.time(),
-            seed=((self.options.seed * _SEED_MIX) ^ self.cycles) & _MASK,
+            seed=cycle_seed(self.options.seed, self.cycles),
             assumed=self._live_assumed(pods),
             groups_served=self.caches.podgroups.served,
             memo=self._memo,
             extras=self._extras(pods),
         )
 
-    def _report_problems(self, live: LiveSnapshot, result: CycleResult) -> None:
-        """Pods and PodGroups that cannot be scheduled as written: say why, on them."""
-        for pod, problem in live.problems.values():
-            self._report(pod, problem, result)
-        for group, problem in live.group_problems.values():
-            self._writes.append(self._pool.submit(self.feedback.podgroup, group, problem))
-        self.feedback.forget(set(live.group_problems))
-
     def _extras(self, pods: dict[str, PodInfo]) -> Extras:
         """Queues, priority classes, native PodGroups, holds and DRA for this cycle."""
         queue_infos = self.caches.queues.items()
         queues = build_queues(queue_infos.values()) if queue_infos else None
         if queues is not None:
-            self.feedback.queues(queues.queues, queues.problems)
+            self.reporter.feedback.queues(queues.queues, queues.problems)
         dra = None
         if (
             self.caches.slices is not None
@@ -303,7 +284,7 @@ class LiveScheduler:
             elif now - since > self.options.hold_ttl_s:
                 del self._holds[key]
                 log.info("hold of %s on %s expired; scheduling it afresh", key, hold.node)
-                self._writes.append(self._pool.submit(clear_nomination, self.client, seen))
+                self.reporter.submit(clear_nomination, self.client, seen)
         return {k: h for k, (h, _) in self._holds.items()}
 
     def _bind_ready(self, live: LiveSnapshot, result: CycleResult) -> None:
@@ -353,7 +334,7 @@ class LiveScheduler:
         for job_id, status in plan.pending.items():
             for pod in live.job_pods.get(job_id, ()):
                 if not pod.node and pod.key not in self._assumed:
-                    self._report(pod, status.message, result)
+                    self.reporter.unschedulable(pod, status.message, result)
 
     def _bind_all(self, live: LiveSnapshot, binds: list[Bind], result: CycleResult) -> None:
         """Send ``binds`` from the pool (each pod's DRA claims allocated first)."""
@@ -374,7 +355,7 @@ class LiveScheduler:
             else:
                 self._assumed.pop(pod.key, None)
                 result.failed.append(pod.key)
-                self._event(pod, "Warning", "FailedBinding", error)
+                self.reporter.event(pod, "Warning", "FailedBinding", error)
 
     def _bind(self, pod: PodInfo, bind: Bind, claims: PodClaims | None = None) -> str | None:
         return bind_pod(self.client, self.metrics, self._dra, pod, bind, claims=claims)
@@ -397,56 +378,15 @@ class LiveScheduler:
                     self._refused.add(eviction.for_job)
                     self.metrics.evictions.labels("blocked" if refused else "error").inc()
                     why = "a PodDisruptionBudget forbids it" if refused else exc.message
-                    self._event(pod, "Warning", "PreemptionBlocked", f"eviction refused: {why}")
+                    self.reporter.event(
+                        pod, "Warning", "PreemptionBlocked", f"eviction refused: {why}"
+                    )
                     continue
                 self.metrics.evictions.labels("evicted").inc()
                 result.evicted.append(pod.key)
-                self._event(pod, "Normal", "Preempted", f"evicted by gpusched: {eviction.reason}")
-
-    # -- telling users why -----------------------------------------------------------------
-
-    def _report(self, pod: PodInfo, message: str, result: CycleResult) -> None:
-        """Set PodScheduled=False/Unschedulable with ``message`` and emit an Event, unless the
-        pod already says so or was told less than ``report_interval_s`` ago."""
-        result.unschedulable[pod.key] = message
-        now = time.monotonic()
-        last = self._reported.get(pod.key)
-        same_on_pod = pod.scheduled_reason == "Unschedulable" and pod.scheduled_message == message
-        if same_on_pod or (last is not None and now - last[1] < self.options.report_interval_s):
-            return
-        self._reported[pod.key] = (message, now)
-        event = last is None or last[0] != message
-        self._writes.append(
-            self._pool.submit(
-                write_unschedulable, self.client, self.options.scheduler_name, pod, message, event
-            )
-        )
-
-    def _event(self, pod: PodInfo, kind: str, reason: str, message: str) -> None:
-        post_event(
-            self.client, self.options.scheduler_name, pod, kind=kind, reason=reason, message=message
-        )
-
-    # -- metrics ---------------------------------------------------------------------------
-
-    def _observe(self, live: LiveSnapshot, result: CycleResult) -> None:
-        state = live.snapshot.state
-        self.metrics.gpu_capacity.set(float(state.total_gpu_milli))
-        self.metrics.gpu_allocated.set(float(state.used_gpu_milli))
-        bound = {TaskId(k) for k in result.bound}
-        pending: dict[str, int] = {}
-        for job in live.snapshot.pending:
-            waiting = sum(
-                1 for t in job.tasks if t.id not in state.allocations and t.id not in bound
-            )
-            pending[job.queue] = pending.get(job.queue, 0) + waiting
-        for queue, count in pending.items():
-            self.metrics.pending.labels(queue).set(count)
-        self.metrics.unschedulable.set(len(result.unschedulable))
-        # Forget report memos of pods that are gone or placed.
-        if len(self._reported) > 4 * (len(result.unschedulable) + 64):
-            keep = set(result.unschedulable)
-            self._reported = {k: v for k, v in self._reported.items() if k in keep}
+                self.reporter.event(
+                    pod, "Normal", "Preempted", f"evicted by gpusched: {eviction.reason}"
+                )
 
 
 def _job_of(task_id: TaskId, pod: PodInfo) -> str:

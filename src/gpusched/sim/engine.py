@@ -47,6 +47,7 @@ from gpusched.framework import (
     RunningJob,
     Snapshot,
     Status,
+    cycle_seed,
 )
 from gpusched.framework.memo import CycleMemo
 from gpusched.framework.mig import check_mig_requests
@@ -67,9 +68,6 @@ from gpusched.sim.records import JobRecord, SimOptions
 from gpusched.sim.usage_history import decay_usage
 
 __all__ = ["Simulation"]
-
-_SEED_MIX = 0x9E3779B97F4A7C15
-_MASK = (1 << 63) - 1
 
 
 @dataclass(slots=True)
@@ -235,7 +233,7 @@ class Simulation:
 
     def snapshot(self) -> Snapshot:
         """What the next cycle reads (the cluster now, the pending jobs, the queues, ...)."""
-        seed = ((self.seed * _SEED_MIX) ^ self.cycle) & _MASK
+        seed = cycle_seed(self.seed, self.cycle)
         return Snapshot(
             self.state,
             tuple(self._pending.values()),
