@@ -33,6 +33,13 @@
   onto held nodes on the promise of ending first. Only preemptible jobs of the blocked job's
   priority or lower, never evicted before (a job is ended for overrunning at most once; after
   that its deadline is advisory), and only with ``evict_overdue`` (default on).
+  The quota hold makes the same promise: a job that borrows (or is charged under a held
+  limit) while the hold binds it is admitted only because it is expected to end by the hold's
+  ``until``, which becomes its deadline. When the holder is met again, still refused by its
+  queues, the overdue jobs are taken (most recently started first, so the least work is
+  lost) until the queues would admit it; if it then also fits the nodes they are evicted and
+  it starts, else nothing is evicted. Without this, borrowers with no run-time estimate (the
+  learned mean is short for a heavy-tailed job) overran the hold and it slipped every cycle.
 
   *Aging* (opt-in, ``starve_after_s``; off by default, see below): the queue order (fair
   share) can keep a big job of a busy queue from ever being the first blocked job, so it never
@@ -144,6 +151,9 @@ class Backfill:
                     if hold is not None:
                         session.plan.quota_holds[hold.job] = hold
                         session.quota_hold_ahead = frozenset(j.id for j in order[:rank])
+                holding = session.quota_hold
+                if overdue and holding is not None and holding.job == job.id:
+                    _evict_overdue_borrowers(session, job, overdue)
                 continue
             if len(session.plan.reservations) < self.reservations:
                 if overdue and _evict_overdue(session, job, overdue):
@@ -224,6 +234,46 @@ def _evict_overdue(session: Session, job: Job, overdue: list[RunningJob]) -> boo
                 f"{run.deadline:.0f} s, still running at {now:.0f} s",
             )
             overdue.remove(run)
+    if not session.place_job(job).ok:
+        return False
+    session.plan.pending.pop(job.id, None)
+    return True
+
+
+def _evict_overdue_borrowers(session: Session, job: Job, overdue: list[RunningJob]) -> bool:
+    """For the quota hold's holder ``job``: evict ``overdue`` jobs of priority at most its own,
+    most recently started first, until the queues would admit it, if it then also fits the
+    nodes, and place it (module docstring, *overdue jobs*). Nothing is evicted otherwise."""
+    quota = session.quota
+    assert quota is not None
+    mine = sorted(
+        (r for r in overdue if r.job.priority <= job.priority and r.job.id in session.running),
+        key=lambda r: -r.start,
+    )
+    chosen: list[RunningJob] = []
+    charges = [session.charge_of(run.job) for run in mine]
+    admitted = False
+    for run, charge in zip(mine, charges, strict=True):  # a trial: refunded, then charged back
+        quota.refund(run.job.queue, charge)
+        chosen.append(run)
+        if session.quota_refusal(job) is None:
+            admitted = True
+            break
+    for run, charge in zip(chosen, charges, strict=False):
+        quota.charge(run.job.queue, charge)
+    if not admitted:
+        return False
+    if fits_after(session, job, [run.job.id for run in chosen]) is None:
+        return False
+    now = session.snapshot.now
+    for run in chosen:
+        session.evict(
+            run.job.id,
+            job.id,
+            f"overdue: admitted on the promise of ending by {run.deadline:.0f} s, still "
+            f"running at {now:.0f} s; {job.id} holds the quota it uses",
+        )
+        overdue.remove(run)
     if not session.place_job(job).ok:
         return False
     session.plan.pending.pop(job.id, None)

@@ -111,12 +111,13 @@ class Plan:
             live driver binds them once the victims are gone, and nothing else may use them.
         reservations: blocked jobs holding nodes for a future start.
         quota_holds: the job kept waiting only by borrowing that holds the borrowable quota.
-        deadlines: jobs started this cycle on nodes held for another job's reservation (they
-            were admitted because they are expected to end first), with the time they must end
-            by and the job the nodes are held for. A driver keeps the deadline on the running
+        deadlines: jobs started this cycle on nodes held for another job's reservation, or
+            borrowing quota held for another job (they were admitted because they are expected
+            to end first), with the time they must end by and the job the nodes or quota are
+            held for. A driver keeps the deadline on the running
             record (:attr:`~gpusched.framework.snapshot.RunningJob.deadline`): a job still
-            running past it may be evicted for a reservation that is due
-            (:class:`~gpusched.actions.allocate.Backfill`).
+            running past it may be evicted for a reservation that is due, or for the quota
+            hold's holder (:class:`~gpusched.actions.allocate.Backfill`).
         pending: status of every job considered and left pending.
         estimated_start: expected start time of pending jobs (seconds).
         moves: running tasks restarted elsewhere this cycle (defragmentation); their jobs

@@ -43,7 +43,7 @@ from gpusched.framework.snapshot import RunningJob
 from gpusched.framework.state import ClusterState
 from gpusched.framework.statement import Statement
 from gpusched.framework.status import Code, Status
-from gpusched.model import Job, JobId, Task
+from gpusched.model import Job, JobId, Resources, Task
 
 if TYPE_CHECKING:
     from gpusched.framework.session import Session
@@ -229,19 +229,38 @@ class GangPlacement(SessionBase):
                 Bind(alloc.task, alloc.job, names[alloc.node], alloc.gpus, alloc.gpu_milli)
             )
         if self.quota is not None:
-            self.quota.charge(job.queue, self.charge_of(job))
-        deadline = self._deadline(job, allocs)
+            charge = self.charge_of(job)
+            found = self._held_quota_deadline(job, charge)
+            self.quota.charge(job.queue, charge)
+        else:
+            found = None
+        deadline = self._deadline(job, allocs, found)
         self.running[job.id] = RunningJob(job, self.snapshot.now, deadline=deadline)
         self.running_epoch += 1
 
-    def _deadline(self, job: Job, allocs: Sequence[Allocation]) -> float | None:
-        """The earliest start of the reservations whose held nodes ``job`` was admitted to
-        (it was expected to end by then; :attr:`Plan.deadlines`), or ``None``."""
-        held = self.blocked_nodes
-        if not held:
+    def _held_quota_deadline(self, job: Job, charge: Resources) -> tuple[float, JobId] | None:
+        """``(until, holder)`` if ``job``, about to be charged ``charge``, is admitted only on
+        the promise of ending before the quota hold's holder can start (it borrows, or is
+        charged under the held limit; see :meth:`quota_refusal`), else ``None``."""
+        hold, quota = self.quota_hold, self.quota
+        if hold is None or quota is None or hold.job == job.id:
             return None
-        found: tuple[float, JobId] | None = None
-        for alloc in allocs:
+        if job.id in self.quota_hold_ahead or job.queue not in quota.tree:
+            return None
+        if hold.limit is None:
+            bound = not quota.within_guarantee(job.queue, charge)
+        else:
+            bound = hold.limit in quota.tree.path(job.queue)
+        return (hold.until, hold.job) if bound else None
+
+    def _deadline(
+        self, job: Job, allocs: Sequence[Allocation], found: tuple[float, JobId] | None
+    ) -> float | None:
+        """The earliest of ``found`` (a quota hold's, :meth:`_held_quota_deadline`) and the
+        starts of the reservations whose held nodes ``job`` was admitted to (it was expected
+        to end by then; :attr:`Plan.deadlines`), or ``None``."""
+        held = self.blocked_nodes
+        for alloc in allocs if held else ():
             entry = held.get(alloc.node)
             if entry is not None and entry[1] != job.id and (found is None or entry < found):
                 found = entry

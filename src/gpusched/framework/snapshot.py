@@ -86,8 +86,9 @@ class RunningOverlay:
 class RunningJob:
     """A job with tasks on nodes: when it started and how often it was evicted before.
 
-    ``deadline``: set for a job started on nodes held for another job's reservation
-    (:attr:`~gpusched.framework.plan.Plan.deadlines`): the time it was expected to end by.
+    ``deadline``: set for a job started on nodes held for another job's reservation, or
+    borrowing quota held for another job (:attr:`~gpusched.framework.plan.Plan.deadlines`):
+    the time it was expected to end by.
     """
 
     job: Job

@@ -3,11 +3,12 @@
 The simulator keeps three things between cycles that the core reads from the snapshot
 (:class:`~gpusched.framework.snapshot.Snapshot`): the jobs that hold a reservation and since
 when (``reserved``: backfill keeps a reservation with its job), the deadline of each job
-admitted to nodes held for a reservation (``RunningJob.deadline``: such a job may be evicted
-once it overruns it), and, for each job evicted to make room, the jobs it was evicted for
-(``evicted_by``: it never evicts them in return). The live scheduler rebuilds its snapshot from
-the API each cycle, so it keeps them here, with when each job was last evicted
-(``evicted_at``, which decides what is given up first when the state is too big to store).
+admitted to nodes held for a reservation or to quota held for another job
+(``RunningJob.deadline``: such a job may be evicted once it overruns it), and, for each job
+evicted to make room, the jobs it was evicted for (``evicted_by``: it never evicts them in
+return). The live scheduler rebuilds its snapshot from the API each cycle, so it keeps them
+here, with when each job was last evicted (``evicted_at``, which decides what is given up first
+when the state is too big to store).
 
 Every time is the cycle's ``Snapshot.now``, which the live scheduler takes from the wall clock
 (``time.time()``, Unix seconds), so the times stay meaningful in another process or on another
