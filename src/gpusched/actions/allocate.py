@@ -8,11 +8,14 @@
   (by queue order) gets a :class:`~gpusched.framework.plan.Reservation` -- a start time and the
   nodes it will use, computed from run-time estimates -- and later jobs may use those nodes only
   if they are expected to finish before the reservation starts. The first job kept waiting only
-  by borrowing gets a *quota hold* instead (:class:`~gpusched.framework.plan.QuotaHold`):
+  by borrowing gets a *quota hold* (:class:`~gpusched.framework.plan.QuotaHold`):
   every job after it in the order (in this action and in the cycle's later ones: preempt,
   reclaim) may borrow only if it is expected to end before the holder can start; the jobs
   ahead of it in the order (higher priority, or a queue further below its fair share) are not
-  bound by it. Every job left pending gets an estimated start time
+  bound by it. The holder also reserves the nodes it will need (one of the
+  ``reservations``), from the later of the hold's end and their own expected start, so it
+  keeps its place when the quota comes free instead of queueing for nodes behind another
+  job's reservation. Every job left pending gets an estimated start time
   (:mod:`gpusched.framework.timeline`).
 
   *Sticky reservations:* a reservation stays with its job from cycle to cycle (the driver
@@ -63,7 +66,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from gpusched.framework import Code, RunningJob, Session, Statement, Status
+from gpusched.framework import Code, Reservation, RunningJob, Session, Statement, Status
 from gpusched.framework.timeline import (
     estimate_starts,
     fits_after,
@@ -152,20 +155,18 @@ class Backfill:
                         session.plan.quota_holds[hold.job] = hold
                         session.quota_hold_ahead = frozenset(j.id for j in order[:rank])
                 holding = session.quota_hold
-                if overdue and holding is not None and holding.job == job.id:
-                    _evict_overdue_borrowers(session, job, overdue)
+                if holding is None or holding.job != job.id:
+                    continue
+                if overdue and _evict_overdue_borrowers(session, job, overdue):
+                    continue
+                if len(session.plan.reservations) < self.reservations:
+                    # The holder holds nodes too, from when its queues can admit it.
+                    _hold_nodes(session, reserve(session, job), holding.until)
                 continue
             if len(session.plan.reservations) < self.reservations:
                 if overdue and _evict_overdue(session, job, overdue):
                     continue
-                res = reserve(session, job)
-                if res is not None:
-                    session.plan.reservations[job.id] = res
-                    for name in res.nodes:
-                        node = session.state.index[name]
-                        held = session.blocked_nodes.get(node)
-                        if held is None or res.start < held[0]:
-                            session.blocked_nodes[node] = (res.start, job.id)
+                _hold_nodes(session, reserve(session, job))
         waiting = [
             j
             for j in order
@@ -184,6 +185,20 @@ class Backfill:
         for job_id, res in session.plan.reservations.items():
             starts[job_id] = res.start
         session.plan.estimated_start.update({j: t for j, t in starts.items() if math.isfinite(t)})
+
+
+def _hold_nodes(session: Session, res: Reservation | None, not_before: float = 0.0) -> None:
+    """Record ``res`` (if any), starting no earlier than ``not_before``, and hold its nodes."""
+    if res is None:
+        return
+    if res.start < not_before:
+        res = Reservation(res.job, not_before, res.nodes)
+    session.plan.reservations[res.job] = res
+    for name in res.nodes:
+        node = session.state.index[name]
+        held = session.blocked_nodes.get(node)
+        if held is None or res.start < held[0]:
+            session.blocked_nodes[node] = (res.start, res.job)
 
 
 def _holders_first(order: list[Job], reserved: Mapping[JobId, float]) -> list[Job]:
