@@ -155,6 +155,8 @@ def test_explain_shows_the_quota_hold_of_a_job_waiting_to_borrow(tmp_path: Path)
     text = " ".join(result.stdout.split())
     assert "the job needs 4 GPUs beyond it and only 2 can be borrowed now" in text
     assert "quota hold: it needs 2 more borrowable GPUs, expected by t=2,000 s" in text
+    # The hold's holder reserves its nodes too, from the hold's end.
+    assert "reservation: t=2,000 s on a, b" in text
     assert "estimated start: t=2,000 s" in text
 
 

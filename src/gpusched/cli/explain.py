@@ -65,15 +65,10 @@ def _explain_lines(exp: Explanation) -> list[str]:
 
 
 def _when_lines(exp: Explanation) -> list[str]:
-    """When the job may start: its reservation or quota hold, and its estimated start."""
+    """When the job may start: its quota hold and reservation (a hold's holder reserves its
+    nodes too, from the hold's end), and its estimated start."""
     lines: list[str] = []
-    if exp.reservation is not None:
-        nodes = ", ".join(exp.reservation.nodes)
-        lines.append(
-            f"  reservation: {_at(exp.reservation.start)} on {nodes} (EASY backfill: smaller "
-            "jobs may use these nodes only if they end before then)"
-        )
-    elif exp.quota_hold is not None:
+    if exp.quota_hold is not None:
         hold = exp.quota_hold
         if hold.limit is None:
             lines.append(
@@ -85,9 +80,15 @@ def _when_lines(exp: Explanation) -> list[str]:
                 f"  limit hold: queue {hold.limit!r} is expected to have room by "
                 f"{_at(hold.until)}; until then its other jobs may start only if they end first"
             )
-    elif exp.quota_blocked:
+    if exp.reservation is not None:
+        nodes = ", ".join(exp.reservation.nodes)
+        lines.append(
+            f"  reservation: {_at(exp.reservation.start)} on {nodes} (EASY backfill: smaller "
+            "jobs may use these nodes only if they end before then)"
+        )
+    elif exp.quota_hold is None and exp.quota_blocked:
         lines.append("  no reservation: the job waits for quota (reservations hold nodes)")
-    else:
+    elif exp.quota_hold is None:
         lines.append("  no reservation (only the first blocked job in queue order holds one)")
     if exp.estimated_start is not None:
         wait = exp.estimated_start - exp.now
