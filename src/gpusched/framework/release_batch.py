@@ -7,7 +7,8 @@ allocations are laid out once as a :class:`ReleaseBatch` (node, CPU, memory, sha
 GPU slots per task, in release order), and
 :meth:`~gpusched.framework.state.ClusterState.free_batch` returns any prefix of it to a what-if
 copy of the state with a few ``bincount`` sums. :class:`ReleaseRows` keeps the running jobs'
-rows, a block per job, for the cycle (and, through the driver's memo, for the next one).
+rows, a block per job, for the cycle (and, through the driver's memo, for the next one);
+:class:`ReleasePrefix` lays out only as many of them, in release order, as a search reaches.
 """
 
 from __future__ import annotations
@@ -21,9 +22,13 @@ from gpusched.framework.allocation import Allocation, shape_class
 from gpusched.model import JobId
 
 if TYPE_CHECKING:
+    from gpusched.framework.session import Session
     from gpusched.framework.state import I64
 
-__all__ = ["ReleaseBatch", "ReleaseRows", "index_ranges"]
+__all__ = ["ReleaseBatch", "ReleasePrefix", "ReleaseRows", "index_ranges", "running_releases"]
+
+#: Running jobs a :class:`ReleasePrefix` lays out at its first request.
+FIRST_RELEASES = 256
 
 
 class ReleaseBatch:
@@ -129,6 +134,70 @@ class ReleaseRows:
         self.gpu_slots = gpu_slots
         self.batch = ReleaseBatch((), gpu_slots)
         self.block: dict[JobId, tuple[object, int, int]] = {}
+
+
+def running_releases(
+    session: Session, ends: Sequence[tuple[float, JobId]]
+) -> tuple[ReleaseBatch, list[int]]:
+    """The allocations of the running jobs ``ends`` (``(end, job)`` pairs, in release order)
+    as one batch, and for each number of releases ``p`` the number of batch entries they
+    cover (``offsets[p]``).
+
+    Each job's allocations are laid out once (:class:`ReleaseRows`, kept from cycle to cycle
+    by the driver's memo); later calls only gather the blocks in the new order. Once blocks of
+    jobs that ended make up more than half of the rows, they are laid out anew."""
+    slots = session.state.gpu_slots
+    rows = session.release_rows
+    if rows is None or rows.gpu_slots != slots or len(rows.batch) > 2 * _live_rows(rows) + 4096:
+        rows = session.release_rows = ReleaseRows(slots)
+        if session.snapshot.memo is not None:
+            session.snapshot.memo.release_rows = rows
+    allocations = session.state.allocations
+    block = rows.block
+    start = len(rows.batch)
+    fresh: list[Allocation] = []
+    for _, job_id in ends:
+        run = session.running[job_id]
+        known = block.get(job_id)
+        if known is None or known[0] is not run:
+            got = [a for t in run.job.tasks if (a := allocations.get(t.id)) is not None]
+            block[job_id] = (run, start + len(fresh), len(got))
+            fresh.extend(got)
+    if fresh:
+        rows.batch = rows.batch.extended(ReleaseBatch(fresh, session.state.gpu_slots))
+    spans = np.array([block[j][1:] for _, j in ends], dtype=np.int64).reshape(-1, 2)
+    offsets: list[int] = np.concatenate([[0], np.cumsum(spans[:, 1])]).tolist()
+    return rows.batch.blocks(spans[:, 0], spans[:, 1]), offsets
+
+
+def _live_rows(rows: ReleaseRows) -> int:
+    """Rows of the blocks still listed."""
+    return sum(count for _, _, count in rows.block.values())
+
+
+class ReleasePrefix:
+    """The release batch of the first jobs of ``ends``, laid out only as far as a search
+    asks: the first request lays out :data:`FIRST_RELEASES` jobs (or more if asked), each
+    later one past the end at least doubles the prefix. A search that stops after ``p``
+    releases lays out at most ``max(2p, FIRST_RELEASES)`` jobs, not every running job; a
+    prefix of the batch is the same whatever its length."""
+
+    __slots__ = ("batch", "count", "ends", "offsets", "session")
+
+    def __init__(self, session: Session, ends: Sequence[tuple[float, JobId]]) -> None:
+        self.session = session
+        self.ends = ends
+        self.count = -1
+        self.batch = ReleaseBatch((), session.state.gpu_slots)
+        self.offsets: list[int] = [0]
+
+    def upto(self, releases: int) -> tuple[ReleaseBatch, int]:
+        """The batch, and how many of its entries the first ``releases`` jobs cover."""
+        if releases > self.count:
+            grown = max(releases, 2 * self.count, FIRST_RELEASES)
+            self.count = min(len(self.ends), grown)
+            self.batch, self.offsets = running_releases(self.session, self.ends[: self.count])
+        return self.batch, self.offsets[releases]
 
 
 def index_ranges(starts: I64, counts: I64) -> I64:

@@ -56,12 +56,9 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from gpusched.framework.allocation import Allocation
 from gpusched.framework.domains import patience_s
 from gpusched.framework.plan import QuotaHold, Reservation
-from gpusched.framework.release_batch import ReleaseBatch, ReleaseRows
+from gpusched.framework.release_batch import ReleaseBatch, ReleasePrefix, running_releases
 from gpusched.framework.statement import Statement
 from gpusched.model import GPU, Job, JobId, NodeName, QueueName, Resources
 
@@ -175,27 +172,27 @@ def _search(
 ) -> Reservation | None:
     """:func:`reserve` without the preferred-gang comparison.
 
-    The running jobs' allocations are laid out once as flat arrays in order of expected end
-    (:class:`~gpusched.framework.release_batch.ReleaseBatch`); the state after the first ``p``
-    releases is then one vector sum over a prefix (:meth:`ClusterState.free_batch`), with no
-    allocation-map work. Galloping search: try ``p = 1, 2, 4, 8, ...`` releases (``O(log R)``
-    trials), then bisect inside the last doubling. Fitting is (near enough) monotone in the
-    releases. A gang confined to one network domain is tested by the domain's room alone
-    (:mod:`~gpusched.framework.domains`: room is exact for identical tasks) and placed once,
-    at the prefix found, for its nodes.
+    The running jobs' allocations are laid out as flat arrays in order of expected end
+    (:class:`~gpusched.framework.release_batch.ReleaseBatch`), as far as the search reaches
+    (:class:`~gpusched.framework.release_batch.ReleasePrefix`); the state after the first
+    ``p`` releases is then one vector sum over a prefix (:meth:`ClusterState.free_batch`),
+    with no allocation-map work. Galloping search: try ``p = 1, 2, 4, 8, ...`` releases
+    (``O(log R)`` trials), then bisect inside the last doubling. Fitting is (near enough)
+    monotone in the releases. A gang confined to one network domain is tested by the domain's
+    room alone (:mod:`~gpusched.framework.domains`: room is exact for identical tasks) and
+    placed once, at the prefix found, for its nodes.
     """
     ends = expected_ends(session)
     if math.isfinite(until):
         ends = ends[: bisect.bisect_right(ends, (until, _LAST_ID))]
     if not ends:
         return None
-    batch, offsets = _releases(session, ends)
+    prefix = ReleasePrefix(session, ends)
     confining = job.topology is not None and (one_domain or job.topology.required)
 
     def fits(releases: int, *, place: bool = False) -> tuple[NodeName, ...] | None:
-        return _trial(
-            session, job, batch, offsets[releases], one_domain, quick=confining and not place
-        )
+        batch, upto = prefix.upto(releases)
+        return _trial(session, job, batch, upto, one_domain, quick=confining and not place)
 
     if not exact:
         return None if fits(len(ends)) is None else Reservation(job.id, ends[-1][0], ())
@@ -232,7 +229,7 @@ def fits_after(session: Session, job: Job, releasing: Sequence[JobId]) -> set[in
     reservation search makes (:func:`reserve`)."""
     if not releasing:
         return None
-    batch, offsets = _releases(session, [(0.0, j) for j in releasing])
+    batch, offsets = running_releases(session, [(0.0, j) for j in releasing])
     nodes = _trial(session, job, batch, offsets[-1], one_domain=False, quick=False)
     index = session.state.index
     return None if nodes is None else {index[n] for n in nodes}
@@ -272,42 +269,6 @@ def _trial(
         session.state = original
         session.restrict = None
     return nodes if ok else None
-
-
-def _releases(session: Session, ends: list[tuple[float, JobId]]) -> tuple[ReleaseBatch, list[int]]:
-    """The running jobs' allocations in order of expected end, and for each number of
-    releases ``p`` the number of batch entries they cover (``offsets[p]``).
-
-    Each job's allocations are laid out once (:class:`ReleaseRows`, kept from cycle to cycle
-    by the driver's memo); later calls only gather the blocks in the new order. Once blocks of
-    jobs that ended make up more than half of the rows, they are laid out anew."""
-    slots = session.state.gpu_slots
-    rows = session.release_rows
-    if rows is None or rows.gpu_slots != slots or len(rows.batch) > 2 * _live_rows(rows) + 4096:
-        rows = session.release_rows = ReleaseRows(slots)
-        if session.snapshot.memo is not None:
-            session.snapshot.memo.release_rows = rows
-    allocations = session.state.allocations
-    block = rows.block
-    start = len(rows.batch)
-    fresh: list[Allocation] = []
-    for _, job_id in ends:
-        run = session.running[job_id]
-        known = block.get(job_id)
-        if known is None or known[0] is not run:
-            got = [a for t in run.job.tasks if (a := allocations.get(t.id)) is not None]
-            block[job_id] = (run, start + len(fresh), len(got))
-            fresh.extend(got)
-    if fresh:
-        rows.batch = rows.batch.extended(ReleaseBatch(fresh, session.state.gpu_slots))
-    spans = np.array([block[j][1:] for _, j in ends], dtype=np.int64).reshape(-1, 2)
-    offsets: list[int] = np.concatenate([[0], np.cumsum(spans[:, 1])]).tolist()
-    return rows.batch.blocks(spans[:, 0], spans[:, 1]), offsets
-
-
-def _live_rows(rows: ReleaseRows) -> int:
-    """Rows of the blocks still listed."""
-    return sum(count for _, _, count in rows.block.values())
 
 
 def estimate_starts(session: Session, jobs: Iterable[Job]) -> dict[JobId, float]:
