@@ -308,6 +308,11 @@ def test_evictions_follow_the_rules(case: Case) -> None:
                 assert ev.for_job in bound, f"t={cycle.now}: moved {ev.job}, {ev.for_job} unbound"
             elif ev.reason.startswith("preempted"):
                 assert victim.priority < for_job.priority, f"t={cycle.now}: {ev}"
+            elif ev.reason.startswith("overdue"):  # backfill: past the deadline it started on
+                assert victim.priority <= for_job.priority, f"t={cycle.now}: {ev}"
+                assert run.deadline is not None, ev
+                assert run.deadline <= cycle.now, ev
+                assert run.evictions == 0, f"t={cycle.now}: {ev.job} ended for overrunning twice"
             else:
                 assert ev.reason.startswith("reclaimed"), ev.reason
                 assert victim.queue != for_job.queue, f"t={cycle.now}: {ev}"
