@@ -1,11 +1,15 @@
 """The timeline's shortcuts give what the plain computations give.
 
+* expected ends kept across starts and evictions equal a fresh computation;
+* the fluid start estimate (running releases read in order beside a heap of the estimated
+  jobs' releases) equals one heap of all releases;
 * the reservation search, laying out only the releases it reaches, finds the reservation a
   search over every running job's releases finds.
 """
 
 from __future__ import annotations
 
+import heapq
 import random
 from collections.abc import Sequence
 from dataclasses import replace
@@ -14,8 +18,8 @@ import pytest
 
 from builders import cycle_context, make_job, make_node, make_state, policy_profile
 from gpusched.framework import RunningJob, Session, Snapshot, release_batch
-from gpusched.framework.timeline import expected_ends, reserve
-from gpusched.model import JobId
+from gpusched.framework.timeline import estimate_starts, expected_ends, reserve
+from gpusched.model import Job, JobId
 
 NOW = 10_000.0
 
@@ -49,6 +53,75 @@ def _busy_session(seed: int, *, nodes: int = 10, running: int = 30) -> Session:
     )
     snap = Snapshot(state, pending, now=NOW, running=runs)
     return Session(snap, policy_profile("gpusched"), cycle_context())
+
+
+def _fresh_ends(session: Session) -> list[tuple[float, JobId]]:
+    """The module docstring's expected ends, from scratch."""
+    out = []
+    for job_id, run in session.running.items():
+        est = session.runtime_estimate(run.job)
+        end = run.start + est
+        if end <= NOW:
+            end = NOW + max(0.1 * est, NOW - run.start)
+        out.append((end, job_id))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_kept_expected_ends_follow_starts_and_evictions(seed: int) -> None:
+    session = _busy_session(seed)
+    rng = random.Random(seed)
+    assert expected_ends(session) == _fresh_ends(session)
+    for step in range(6):
+        if step % 2:
+            victim = rng.choice(sorted(session.running.items())[:20])[0]
+            session.evict(victim, JobId("x"), "test")
+        for job in session.snapshot.pending[2 * step : 2 * step + 2]:
+            session.place_job(job)
+        assert expected_ends(session) == _fresh_ends(session), step
+    # an evicted job started again in the same cycle gets a new end
+    victim = next(iter(sorted(session.running.items())))[0]
+    run = session.running[victim]
+    session.evict(victim, JobId("x"), "test")
+    expected_ends(session)
+    session.running[victim] = RunningJob(run.job, NOW)
+    assert expected_ends(session) == _fresh_ends(session)
+
+
+def _one_heap(session: Session, jobs: list[Job]) -> dict[JobId, float]:
+    """The fluid estimate with one heap of every release (the module docstring's loop)."""
+    releases = [
+        (end, (j := session.running[job_id].job).gpu_milli, j.cpu_milli)
+        for end, job_id in expected_ends(session)
+    ]
+    free_gpu = int(session.state.gpu_idle.sum())
+    free_cpu = int(session.state.cpu_free.sum())
+    out, t = {}, NOW
+    for job in jobs:
+        while (free_gpu < job.gpu_milli or free_cpu < job.cpu_milli) and releases:
+            t, g, c = heapq.heappop(releases)
+            free_gpu += g
+            free_cpu += c
+        out[job.id] = max(NOW, t)
+        free_gpu -= job.gpu_milli
+        free_cpu -= job.cpu_milli
+        end = max(NOW, t) + session.runtime_estimate(job)
+        heapq.heappush(releases, (end, job.gpu_milli, job.cpu_milli))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_fluid_estimate_equals_one_heap_of_all_releases(seed: int) -> None:
+    session = _busy_session(seed, running=40)
+    rng = random.Random(seed)
+    jobs = [
+        replace(
+            make_job(f"w{i:03d}").gpus(rng.choice((1, 2, 4, 8))).cpu(rng.choice((1, 8))).build(),
+            runtime_estimate=rng.choice((600.0, 3600.0, 7200.0)),
+        )
+        for i in range(60)
+    ]
+    assert estimate_starts(session, jobs) == _one_heap(session, jobs)
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -97,8 +97,9 @@ class Session(GangPlacement, QuotaAdmission, Diagnosis):
         self._end_estimate = 0.0
         self._current_job: JobId | None = None
         self.default_runtime = DEFAULT_RUNTIME_S
-        # Bumped whenever the set of running jobs changes (caches of expected ends key on it).
+        # Bumped whenever the set of running jobs changes.
         self.running_epoch = 0
+        # Running jobs by expected end, and how many of running.changes that reflects.
         self.ends_cache: tuple[int, list[tuple[float, JobId]]] | None = None
         # Expected end of each running job (fixed within a cycle: start and estimate are).
         self.end_of: dict[JobId, float] = {}

@@ -38,14 +38,18 @@ class RunningOverlay:
     """The cycle's view of running jobs: the snapshot's, plus starts, minus evictions.
 
     O(1) to create (the snapshot's mapping is read through, never copied or changed).
+    ``changes`` lists the job of every start and eviction in order, so what a cycle derives
+    from the running jobs can be brought up to date from the jobs changed since
+    (:func:`~gpusched.framework.timeline.expected_ends`).
     """
 
-    __slots__ = ("_added", "_base", "_removed")
+    __slots__ = ("_added", "_base", "_removed", "changes")
 
     def __init__(self, base: Mapping[JobId, RunningJob]) -> None:
         self._base = base
         self._added: dict[JobId, RunningJob] = {}
         self._removed: set[JobId] = set()
+        self.changes: list[JobId] = []
 
     def __contains__(self, job: object) -> bool:
         return job in self._added or (job in self._base and job not in self._removed)
@@ -60,12 +64,14 @@ class RunningOverlay:
     def __setitem__(self, job: JobId, run: RunningJob) -> None:
         self._added[job] = run
         self._removed.discard(job)
+        self.changes.append(job)
 
     def pop(self, job: JobId) -> RunningJob:
         run = self[job]
         self._added.pop(job, None)
         if job in self._base:
             self._removed.add(job)
+        self.changes.append(job)
         return run
 
     def values(self) -> Iterator[RunningJob]:
@@ -77,6 +83,14 @@ class RunningOverlay:
     def items(self) -> Iterator[tuple[JobId, RunningJob]]:
         for run in self.values():
             yield run.job.id, run
+
+    def as_dict(self) -> dict[JobId, RunningJob]:
+        """The running jobs as a plain mapping (a copy: for many lookups in a row)."""
+        out = dict(self._base)
+        for job in self._removed:
+            out.pop(job, None)
+        out.update(self._added)
+        return out
 
     def __len__(self) -> int:
         return sum(1 for _ in self.values())

@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING
 from gpusched.framework.domains import patience_s
 from gpusched.framework.plan import QuotaHold, Reservation
 from gpusched.framework.release_batch import ReleaseBatch, ReleasePrefix, running_releases
+from gpusched.framework.snapshot import RunningJob
 from gpusched.framework.statement import Statement
 from gpusched.model import GPU, Job, JobId, NodeName, QueueName, Resources
 
@@ -117,15 +118,40 @@ _LAST_ID = JobId("\U0010ffff")
 
 
 def expected_ends(session: Session) -> list[tuple[float, JobId]]:
-    """Running jobs by expected end time (earliest first); computed once per set of running
-    jobs and kept on the session."""
+    """Running jobs by expected end time (earliest first), as ``(end, job)`` pairs.
+
+    Kept on the session with the number of starts and evictions it reflects
+    (:attr:`RunningOverlay.changes <gpusched.framework.snapshot.RunningOverlay>`): a later
+    call drops the pairs of the jobs changed since, works out the ends of those still running
+    and merges them in. The pairs are ordered by ``(end, job)``, a total order, so the list is
+    the one a fresh computation gives."""
+    running = session.running
+    changes = running.changes
     cached = session.ends_cache
-    if cached is not None and cached[0] == session.running_epoch:
-        return cached[1]
+    if cached is not None:
+        seen, ends = cached
+        if seen == len(changes):
+            return ends
+        changed = set(changes[seen:])
+        if 4 * len(changed) < len(ends):
+            kept = [pair for pair in ends if pair[1] not in changed]
+            kept.extend(sorted(_ends(session, ((j, running[j]) for j in changed if j in running))))
+            kept.sort()  # two sorted runs: one linear merge
+            session.ends_cache = (len(changes), kept)
+            return kept
+    ends = _ends(session, running.items())
+    ends.sort()
+    session.ends_cache = (len(changes), ends)
+    return ends
+
+
+def _ends(session: Session, runs: Iterable[tuple[JobId, RunningJob]]) -> list[tuple[float, JobId]]:
+    """``(end, job)`` of each of ``runs`` (module docstring, *expected ends*), unordered; each
+    job's end is kept in :attr:`Session.end_of` for the rest of the cycle."""
     now = session.snapshot.now
     known = session.end_of
     ends = []
-    for job_id, run in session.running.items():
+    for job_id, run in runs:
         end = known.get(job_id)
         if end is None:
             est = session.runtime_estimate(run.job)
@@ -134,8 +160,6 @@ def expected_ends(session: Session) -> list[tuple[float, JobId]]:
                 end = now + max(_OVERRUN * est, now - run.start)
             known[job_id] = end
         ends.append((end, job_id))
-    ends.sort()
-    session.ends_cache = (session.running_epoch, ends)
     return ends
 
 
@@ -272,30 +296,42 @@ def _trial(
 
 
 def estimate_starts(session: Session, jobs: Iterable[Job]) -> dict[JobId, float]:
-    """Fluid start-time estimates for ``jobs`` in the given order (see module docstring)."""
+    """Fluid start-time estimates for ``jobs`` in the given order (see module docstring).
+
+    The heap of releases is kept as two sources: the running jobs' releases, already in
+    order (read in turn), and a heap of the estimated jobs' releases; the earlier of the two
+    heads is taken each time, which is what one heap of both would pop (equal entries are
+    interchangeable)."""
     now = session.snapshot.now
     state = session.state
-    running = session.running
-    # Already in order of end: a sorted list is a heap.
+    runs = session.running.as_dict()
     releases = [
-        (end, (j := running[job_id].job).gpu_milli, j.cpu_milli)
+        (end, (j := runs[job_id].job).gpu_milli, j.cpu_milli)
         for end, job_id in expected_ends(session)
     ]
+    first, count = 0, len(releases)
+    later: list[tuple[float, int, int]] = []
     free_gpu = int(state.gpu_idle.sum())
     free_cpu = int(state.cpu_free.sum())
     out: dict[JobId, float] = {}
     t = now
     for job in jobs:
         need_gpu, need_cpu = job.gpu_milli, job.cpu_milli
-        while (free_gpu < need_gpu or free_cpu < need_cpu) and releases:
-            t, g, c = heapq.heappop(releases)
+        while free_gpu < need_gpu or free_cpu < need_cpu:
+            if later and (first == count or later[0] < releases[first]):
+                t, g, c = heapq.heappop(later)
+            elif first < count:
+                t, g, c = releases[first]
+                first += 1
+            else:
+                break
             free_gpu += g
             free_cpu += c
         start = max(now, t)
         out[job.id] = start
         free_gpu -= need_gpu
         free_cpu -= need_cpu
-        heapq.heappush(releases, (start + session.runtime_estimate(job), need_gpu, need_cpu))
+        heapq.heappush(later, (start + session.runtime_estimate(job), need_gpu, need_cpu))
     return out
 
 
