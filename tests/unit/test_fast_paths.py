@@ -1,8 +1,9 @@
 """Faster paths give exactly what the plain formulas give.
 
-* FGD's fragmentation ``F(n)``: per-share tests mapped to types, and hashed deduplication of
-  large batches, against the per-type formula and ``np.unique`` over row bytes (bit for bit:
-  the batch fixes the last bits of ``F``, and FGD's GPU choice depends on them);
+* FGD's fragmentation ``F(n)``: the per-share table (and per-share tests) mapped to types,
+  and hashed deduplication of large batches, against the per-type formula and ``np.unique``
+  over row bytes (bit for bit: the batch fixes the last bits of ``F``, and FGD's GPU choice
+  depends on them);
 * kept fit counts and fit masks, as a state, its copies and its empty state take turns;
 * quota answers worked from the tree's kept facts, against the plain loops;
 * ``Resources`` views and arithmetic.
@@ -71,9 +72,18 @@ def _random_states(rng: np.random.Generator, k: int) -> tuple[np.ndarray, ...]:
     return cpu, gpu, model
 
 
-@pytest.mark.parametrize("k", [1, 3, 8, 127, 300])
+@pytest.mark.parametrize("k", [1, 3, 8, 127, 300, fragmentation._TABLE_ROWS + 1])
 def test_evaluate_gives_the_per_type_formula_bit_for_bit(k: int) -> None:
     cpu, gpu, model = _random_states(np.random.default_rng(k), k)
+    frag = Fragmentation(TARGET, MODELS)
+    expected = _per_type_matrix(cpu, gpu, model) @ TARGET.prob
+    assert np.array_equal(frag._evaluate(cpu, gpu, model), expected)
+    assert np.array_equal(frag._by_share(cpu, gpu, model), expected)
+
+
+def test_shares_beyond_the_table_give_the_per_type_formula() -> None:
+    cpu, gpu, model = _random_states(np.random.default_rng(5), 40)
+    gpu[model >= 0, 0] = 1500  # more than a GPU holds: not in the per-share table
     frag = Fragmentation(TARGET, MODELS)
     expected = _per_type_matrix(cpu, gpu, model) @ TARGET.prob
     assert np.array_equal(frag._evaluate(cpu, gpu, model), expected)

@@ -25,12 +25,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpusched.framework import ClusterState
-from gpusched.model import GpuModel, TaskShape
+from gpusched.model import MILLI_PER_GPU, GpuModel, TaskShape
 
 __all__ = ["Fragmentation", "TargetWorkload", "cluster_fragmentation"]
 
 I64 = NDArray[np.int64]
 
+#: Unit of the GPU count in the packed per-share sums of :meth:`Fragmentation._evaluate`.
+_COUNT = 1 << 32
+#: Largest batch whose per-GPU sums are read from the per-share table.
+_TABLE_ROWS = 512
 #: Batches at least this large are deduplicated before evaluation.
 _DEDUP_AT = 128
 #: Batches at least this large are deduplicated by hashing (cheaper than comparing whole rows
@@ -114,10 +118,20 @@ class Fragmentation:
 
     Target arrays are laid out once for broadcasting; the per-model feasibility and "type needs
     a GPU" tests are folded into one ``(n_models + 1, M)`` table indexed by ``model_id``
-    (``-1``, no GPU, selects the last row, which is all false).
+    (``-1``, no GPU, selects the last row, which is all false). The per-GPU terms are read
+    from a table over GPU shares (:meth:`_evaluate`).
     """
 
-    __slots__ = ("_column", "_cpu", "_num", "_prob", "_static", "_thresholds")
+    __slots__ = (
+        "_column",
+        "_cpu",
+        "_need",
+        "_num",
+        "_per_share",
+        "_prob",
+        "_static",
+        "_thresholds",
+    )
 
     def __init__(self, target: TargetWorkload, models: Sequence[GpuModel]) -> None:
         needs_gpu = target.num > 0
@@ -132,6 +146,13 @@ class Fragmentation:
         self._cpu = target.cpu[None, :]
         self._prob = target.prob
         self._static = (target.model_table(models) & needs_gpu[:, None]).T.copy()
+        # _per_share[f, m] = [f >= u_m] * (f + _COUNT) for m < M, and f in the last column.
+        share = np.arange(MILLI_PER_GPU + 1, dtype=np.int64)[:, None]
+        usable = (share >= self._thresholds.ravel()[self._column][None, :]) * (share + _COUNT)
+        self._per_share = np.ascontiguousarray(np.concatenate([usable, share], axis=1))
+        # _need[model, m]: the least packed sum of a state type m fits by GPUs (num_m GPUs
+        # with u_m free), unreachable where the type cannot use the model's GPUs.
+        self._need = np.where(self._static, self._num * _COUNT, np.iinfo(np.int64).max)
 
     def __call__(
         self, cpu_free: I64, gpu_free: NDArray[np.integer], model_id: I64
@@ -160,7 +181,30 @@ class Fragmentation:
 
         The integer matrix ``frag`` is exact; the product with ``p`` is the only rounding step
         (its bits depend on the batch's size, so batches are kept as callers form them).
+
+        The per-GPU sums come from one table over shares ``f`` in ``0..1000``, summed over
+        each state's GPUs: ``packed[n, m] = count[n, u_m] * 2**32 + usable[n, u_m]`` (usable
+        is far below ``2**32``, so ``count >= num_m`` iff ``packed >= num_m * 2**32``; a type
+        that cannot use the state's model needs more than any sum) and, in the last column,
+        ``idle(n)``. A share beyond the table, or a batch of more than
+        :data:`_TABLE_ROWS` states (the table's rows would take ``G * (M + 1)`` words per
+        state), takes :meth:`_by_share`, the same matrix computed per share.
         """
+        if len(gpu_free) > _TABLE_ROWS:
+            return self._by_share(cpu_free, gpu_free, model_id)
+        try:
+            packed = self._per_share[gpu_free].sum(axis=1)
+        except IndexError:
+            return self._by_share(cpu_free, gpu_free, model_id)
+        sums = packed[:, :-1]
+        host = (sums >= self._need[model_id]) & (cpu_free[:, None] >= self._cpu)
+        frag = packed[:, -1:] - (sums & (_COUNT - 1)) * host
+        return np.asarray(frag @ self._prob, dtype=np.float64)
+
+    def _by_share(
+        self, cpu_free: I64, gpu_free: NDArray[np.integer], model_id: I64
+    ) -> NDArray[np.float64]:
+        """:meth:`_evaluate` for any shares, per distinct share ``u`` (no table)."""
         free = gpu_free[:, None, :]
         ok = free >= self._thresholds  # (k, U, G), U distinct shares
         count = ok.sum(axis=2)[:, self._column]  # (k, M)
