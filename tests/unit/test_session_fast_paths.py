@@ -18,6 +18,7 @@ from gpusched.framework import (
     QuotaHold,
     Session,
     Snapshot,
+    TieBreak,
 )
 from gpusched.model import JobId, QueueName, QueueSpec, QueueTree, Resources, Task
 
@@ -57,6 +58,26 @@ def test_node_scores_equal_the_fresh_array_sum(seed: int) -> None:
     got = session.node_scores(task, feasible)
     assert got.dtype == expected.dtype
     assert np.array_equal(got, expected)  # equal values: equal bits but for the sign of zeros
+
+
+@pytest.mark.parametrize("tie_break", list(TieBreak))
+@pytest.mark.parametrize("seed", range(5))
+def test_select_node_picks_what_node_scores_picks(seed: int, tie_break: TieBreak) -> None:
+    """Scoring only the feasible nodes picks the node the whole masked array picks (ties
+    included: coarse integer scores, so many nodes tie; the same random draw breaks them)."""
+    rng = np.random.default_rng(seed)
+    state = make_state(*(make_node(f"n{i}").gpus(8) for i in range(64)))
+    plugins = [
+        (_Fixed(rng.integers(0, 4, 64).astype(np.float64)), 1.0),
+        (_Fixed(rng.integers(0, 3, 64).astype(np.float32)), 0.2),
+    ]
+    profile = replace(policy_profile("fgd"), scores=tuple(plugins), tie_break=tie_break)
+    task = make_task().gpus(1).build()
+    feasible = rng.random(64) < 0.5
+    fast = Session(Snapshot(state, ()), profile, cycle_context(seed))
+    plain = Session(Snapshot(state, ()), profile, cycle_context(seed))
+    for _ in range(5):
+        assert fast.select_node(task, feasible) == plain._argmax(plain.node_scores(task, feasible))
 
 
 def _capped_tree() -> QueueTree:

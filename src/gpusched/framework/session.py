@@ -158,8 +158,14 @@ class Session(GangPlacement, QuotaAdmission, Diagnosis):
         return spared if spared.any() else feasible
 
     def select_node(self, task: Task, feasible: np.ndarray) -> int:
-        """The best feasible node for ``task`` (callers ensure one exists)."""
-        return self._argmax(self.node_scores(task, feasible))
+        """The best feasible node for ``task`` (callers ensure one exists).
+
+        :meth:`node_scores` and :meth:`_argmax` over the feasible nodes only: each node's sum
+        is the same operations on the same numbers, and the feasible nodes keep their order,
+        so the first best (or the ties drawn from) are the same nodes.
+        """
+        nodes = np.flatnonzero(feasible)
+        return int(nodes[self._argmax(self._score_sum(task, feasible, nodes))])
 
     def _argmax(self, masked: np.ndarray) -> int:
         if self.profile.tie_break is TieBreak.FIRST:
@@ -175,20 +181,27 @@ class Session(GangPlacement, QuotaAdmission, Diagnosis):
         order as a fresh array per step, so the same bits. The leading ``0 +`` is dropped; it
         changes only the sign of a zero, which no comparison sees.
         """
+        return np.where(feasible, self._score_sum(task, feasible, None), -np.inf)
+
+    def _score_sum(self, task: Task, feasible: np.ndarray, nodes: np.ndarray | None) -> np.ndarray:
+        """The weighted score sum of :meth:`node_scores` at ``nodes`` (``None``: every node)."""
         scores = self.profile.scores
         ctx, state = self.ctx, self.state
+        size = state.size if nodes is None else len(nodes)
         if not scores:
-            total = np.zeros(state.size)
-        elif len(scores) == 1 and scores[0][1] == 1.0:
-            total = scores[0][0].score(ctx, task, state, feasible)
-        else:
-            (first, w_first), *rest = scores
-            total, product = np.empty(state.size), np.empty(state.size)
-            np.multiply(first.score(ctx, task, state, feasible), w_first, out=total)
-            for plugin, weight in rest:
-                np.multiply(plugin.score(ctx, task, state, feasible), weight, out=product)
-                np.add(total, product, out=total)
-        return np.where(feasible, total, -np.inf)
+            return np.zeros(size)
+        if len(scores) == 1 and scores[0][1] == 1.0:
+            only = scores[0][0].score(ctx, task, state, feasible)
+            return only if nodes is None else only[nodes]
+        (first, w_first), *rest = scores
+        total, product = np.empty(size), np.empty(size)
+        values = first.score(ctx, task, state, feasible)
+        np.multiply(values if nodes is None else values[nodes], w_first, out=total)
+        for plugin, weight in rest:
+            values = plugin.score(ctx, task, state, feasible)
+            np.multiply(values if nodes is None else values[nodes], weight, out=product)
+            np.add(total, product, out=total)
+        return total
 
     def place_single(self, task: Task, stmt: Statement) -> Status:
         """:meth:`place_task` with the per-cycle failure memo (for pod-by-pod placement)."""
