@@ -20,7 +20,16 @@ from gpusched.framework import (
     Snapshot,
     TieBreak,
 )
-from gpusched.model import JobId, QueueName, QueueSpec, QueueTree, Resources, Task
+from gpusched.model import (
+    Constraints,
+    JobId,
+    QueueName,
+    QueueSpec,
+    QueueTree,
+    Resources,
+    Task,
+    TaskId,
+)
 
 
 class _Fixed:
@@ -138,3 +147,51 @@ def test_a_quota_hold_binds_every_borrower_after_its_holder_and_none_ahead() -> 
         assert refused is not None, job.id
         assert refused.code is Code.UNSCHEDULABLE
         assert "quota held for holder" in refused.reasons[0]
+
+
+def _plain_feasible(session: Session, task: Task, skip: str | None) -> np.ndarray:
+    """Every filter and-ed in, the restriction, minus the nodes held for another job."""
+    mask = np.ones(session.state.size, dtype=bool)
+    for f in session.profile.filters:
+        if f.name != skip:
+            mask &= f.filter(session.ctx, task, session.state)
+    if session.restrict is not None:
+        mask &= session.restrict
+    for node, (start, owner) in session.blocked_nodes.items():
+        if session._end_estimate > start and owner != session._current_job:
+            mask[node] = False
+    return mask
+
+
+@pytest.mark.parametrize("skip", [None, "node-resources-fit", "gpu-model"])
+@pytest.mark.parametrize("held", [False, True])
+@pytest.mark.parametrize("confined", [False, True])
+def test_feasible_skips_filters_that_exclude_nothing_and_still_holds_nodes(
+    skip: str | None, held: bool, confined: bool
+) -> None:
+    """Filters that exclude no node answer with the shared ``everywhere`` mask, which
+    ``feasible`` skips; the answer is the plain conjunction all the same, and always the
+    caller's own array."""
+    nodes = [make_node(f"g{i}").gpus(4, model="G2" if i % 2 else "T4") for i in range(8)]
+    nodes[5] = make_node("g5").gpus(4, model="G2").label("pool", "a")
+    state = make_state(*nodes)
+    session = Session(Snapshot(state, ()), policy_profile("gpusched"), cycle_context())
+    if held:
+        session.blocked_nodes = {2: (50.0, JobId("holder")), 3: (10**9, JobId("other"))}
+        session._end_estimate = 100.0
+    if confined:
+        session.restrict = np.arange(8) >= 2
+    selector = Constraints(node_selector=(("pool", "a"),))
+    tasks = [
+        make_task("any").gpus(1).build(),
+        make_task("t4").gpus(1).models("T4").build(),
+        make_task("big").gpus(4).mem_gib(10**6).build(),  # fits no node's memory
+        Task(
+            TaskId("sel"), JobId("sel"), replace(make_task().gpus(1).shape(), constraints=selector)
+        ),
+    ]
+    for task in tasks:
+        got = session.feasible(task, skip=skip)
+        assert np.array_equal(got, _plain_feasible(session, task, skip)), task.id
+        assert got.flags.writeable
+        assert got is not state.everywhere

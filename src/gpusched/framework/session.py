@@ -127,17 +127,33 @@ class Session(GangPlacement, QuotaAdmission, Diagnosis):
 
     def feasible(self, task: Task, *, skip: str | None = None) -> np.ndarray:
         """Boolean mask of nodes that pass every filter for ``task`` (``skip``: all but the
-        filter of that name) and are not held for another job's reservation."""
-        filters = [f for f in self.profile.filters if f.name != skip]
-        mask = (
-            filters[0].filter(self.ctx, task, self.state)
-            if filters
-            else np.ones(self.state.size, dtype=bool)
-        )
-        for f in filters[1:]:
-            mask = mask & f.filter(self.ctx, task, self.state)
+        filter of that name) and are not held for another job's reservation (a fresh array).
+
+        A filter that excludes no node answers with the state's shared ``everywhere`` mask,
+        which is skipped instead of and-ed in."""
+        filters = self.profile.filters
+        state, ctx = self.state, self.ctx
+        everywhere = state.everywhere
+        mask: np.ndarray | None = None
+        fresh = False  # whether mask is this call's own array
+        for i, f in enumerate(filters):
+            if f.name == skip:
+                continue
+            kept = f.filter(ctx, task, state)
+            if kept is everywhere:
+                continue
+            if mask is None:
+                # The first filter's answer is the mask itself, as it always was.
+                mask, fresh = kept, i == 0 and kept.flags.writeable
+            else:
+                mask, fresh = mask & kept, True
         if self.restrict is not None:
-            mask = mask & self.restrict
+            mask = self.restrict.copy() if mask is None else mask & self.restrict
+            fresh = True
+        if mask is None:
+            mask = np.ones(state.size, dtype=bool)
+        elif not fresh:
+            mask = mask.copy()
         if self.blocked_nodes:
             for node, (start, owner) in self.blocked_nodes.items():
                 if self._end_estimate > start and owner != self._current_job:

@@ -28,10 +28,11 @@ __all__ = ["Layout", "LayoutViews"]
 class Layout:
     """What a state and all its copies share: derived data of the node list (built lazily)."""
 
-    __slots__ = ("cache", "empty", "network")
+    __slots__ = ("cache", "empty", "everywhere", "network")
 
     def __init__(self) -> None:
         self.empty: ClusterState | None = None
+        self.everywhere: NDArray[np.bool_] | None = None
         self.cache: dict[object, object] = {}
         self.network: NetworkTopology | None = None
 
@@ -54,6 +55,16 @@ class LayoutViews:
         """A cache shared by this state, its copies and its empty state, for values that depend
         only on the node list (never on free resources)."""
         return self._layout.cache
+
+    @property
+    def everywhere(self) -> NDArray[np.bool_]:
+        """Every node, as a read-only mask shared by the state and its copies: what a filter
+        that excludes no node returns (callers may skip and-ing it in)."""
+        mask = self._layout.everywhere
+        if mask is None:
+            mask = self._layout.everywhere = np.ones(len(self.nodes), dtype=bool)
+            mask.setflags(write=False)
+        return mask
 
     @property
     def node_models(self) -> list[str]:

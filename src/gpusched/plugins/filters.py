@@ -104,7 +104,11 @@ def _kept(state: ClusterState, table: str, key: object, limit: int, rows: _Rows)
     state's copies, so any kept vector serves any of them: the one with the fewest changed rows
     is used, or a fresh one while fewer than :data:`_FIT_LINEAGES` are kept and none is near.
     Valid until the state changes (the next call may update it in place)."""
-    kept = cast(dict[object, list[_Kept]], state.layout_cache.setdefault(table, {}))
+    cache = state.layout_cache
+    kept = cast("dict[object, list[_Kept]] | None", cache.get(table))
+    if kept is None:
+        kept = {}
+        cache[table] = kept
     entries = kept.get(key)
     if entries is None:
         if len(kept) >= limit:
@@ -228,7 +232,7 @@ class GpuModelFilter:
     def filter(self, ctx: CycleContext, task: Task, state: ClusterState) -> BoolArray:
         s = task.shape
         if not s.gpu_models or not (s.num_gpu or s.mig_profile):
-            return np.ones(state.size, dtype=bool)
+            return state.everywhere
         return state.model_mask(s.gpu_models)
 
     def explain(self, ctx: CycleContext, task: Task, state: ClusterState) -> str | None:

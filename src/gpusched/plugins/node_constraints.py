@@ -37,6 +37,8 @@ def _mask(state: ClusterState, c: Constraints) -> BoolArray:
             dtype=bool,
         )
         cached.setflags(write=False)
+        if cached.all():  # excludes no node: the shared mask callers may skip
+            cached = state.everywhere
         state.layout_cache[key] = cached
     return cached  # type: ignore[return-value]
 
