@@ -252,3 +252,49 @@ def test_fgd_coverage_argument_reaches_the_target_workload() -> None:
     # 3 of 4 tasks are one type: coverage .75 keeps it alone, the default .95 keeps both.
     assert len(Fgd.from_args({"coverage": 0.75}, PluginContext(workload_hint=hint)).target) == 1
     assert len(Fgd.from_args({}, PluginContext(workload_hint=hint)).target) == 2
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_small_batches_from_table_rows_give_the_states_batch_bit_for_bit(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A small batch's F values built from the nodes' per-GPU table rows equal the values of
+    the materialised after-states' batch, bit for bit, scores, chosen GPUs and F cache alike,
+    through a run of placements (stale and fresh nodes mixed)."""
+    rng = np.random.default_rng(seed)
+    shapes = (
+        [shape().cpu(4).share(int(m)).shape() for m in (250, 300, 500, 700)]
+        + [shape().cpu(8).gpus(int(k)).shape() for k in (1, 2, 4)]
+        + [shape().cpu(2).shape()]
+    )
+    hint = [shapes[int(i)] for i in rng.integers(0, len(shapes), 200)]
+    nodes = [make_node(f"n{i}").gpus(8, model="G2" if i % 3 else "T4").cpu(96) for i in range(24)]
+    fast, slow = (Fgd.from_args({}, PluginContext(workload_hint=hint)) for _ in range(2))
+    state = make_state(*nodes)
+    for _ in range(40):  # fragment the nodes a little
+        name = state.names[int(rng.integers(0, 24))]
+        free = np.flatnonzero(state.gpu_free[state.index[name]] >= 400)
+        if len(free):
+            occupy(state, name, gpus=(int(free[0]),), gpu_milli=int(rng.choice([100, 400])))
+    ctx = cycle_context()
+    placed = 0
+    for step in range(60):
+        task = Task(
+            TaskId(f"t{step}"), JobId(f"t{step}"), shapes[int(rng.integers(0, len(shapes)))]
+        )
+        feasible = rng.random(24) < 0.8
+        monkeypatch.setattr("gpusched.plugins.fgd.DEDUP_AT", 0)  # every batch materialised
+        want = slow.score(ctx, task, state, feasible).copy()
+        monkeypatch.undo()
+        got = fast.score(ctx, task, state, feasible)
+        assert np.array_equal(got[feasible].view(np.int64), want[feasible].view(np.int64))
+        assert np.array_equal(fast._f.view(np.int64), slow._f.view(np.int64))
+        s = task.shape
+        fits = (state.cpu_free >= s.cpu_milli) & (state.mem_free >= s.memory_mib)
+        fits &= (state.gpu_free >= max(s.gpu_milli, 1)).sum(axis=1) >= s.num_gpu
+        node = int(np.argmax(np.where(feasible & fits, got, -1)))
+        if feasible[node] and fits[node]:
+            assert fast.pick(ctx, task, state, node) == slow.pick(ctx, task, state, node)
+            state.allocate(task, node, fast.pick(ctx, task, state, node))
+            placed += 1
+    assert placed > 20

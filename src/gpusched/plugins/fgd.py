@@ -37,7 +37,7 @@ from gpusched.errors import ConfigError
 from gpusched.framework import BoolArray, ClusterState, CycleContext, FloatArray, PluginContext
 from gpusched.model import Task
 from gpusched.plugins._util import tightest_gpus
-from gpusched.plugins.fragmentation import Fragmentation, TargetWorkload
+from gpusched.plugins.fragmentation import DEDUP_AT, Fragmentation, TargetWorkload
 
 __all__ = ["Fgd"]
 
@@ -104,13 +104,18 @@ class Fgd:
         cache = self._shapes.get(key)
         if cache is None:
             cache = self._shapes[key] = _ShapeCache(state.size)
-        stale = np.flatnonzero(feasible & (cache.stamp != state.version))
+        stale = (feasible & (cache.stamp != state.version)).nonzero()[0]
         if len(stale):
             delta, gpu = self._delta(task, state, stale)
             # F(before) and F(after) may come from batches of different sizes, whose sums round
             # differently in the last bits; round delta to 1e-6 milli so a zero stays zero.
-            delta = np.round(delta, 6)
-            cache.score[stale] = np.floor(100.0 / (1.0 + np.exp(-delta / 1000.0)))
+            # floor(100 / (1 + exp(-delta / 1000))), in place: -d / 1000 is d / -1000.
+            score = delta.round(6)
+            np.divide(score, -1000.0, out=score)
+            np.exp(score, out=score)
+            np.add(score, 1.0, out=score)
+            np.divide(100.0, score, out=score)
+            cache.score[stale] = np.floor(score, out=score)
             cache.gpu[stale] = gpu
             cache.stamp[stale] = state.version[stale]
         return cache.score
@@ -121,7 +126,11 @@ class Fgd:
         """``F(before) - F(after)`` for nodes ``idx``, and the GPU chosen (sharing tasks).
 
         ``F(before)`` comes from the per-node cache; the nodes whose cache is stale are
-        evaluated in the same batch as the after-states (one vectorised call per task).
+        evaluated in the same batch as the after-states (one vectorised call per task). A
+        batch too small to be deduplicated (:class:`Fragmentation`) is evaluated from the
+        nodes' per-GPU table rows (:meth:`Fragmentation.per_gpu`): a sharing task's after-state
+        on GPU ``g`` differs from its node only in ``g``'s row; the batch and its matrix are
+        the ones the states themselves give, so ``F`` keeps its bits.
         """
         s = task.shape
         cpu = state.cpu_free[idx]
@@ -129,44 +138,88 @@ class Fgd:
         free = state.gpu_free[idx]
         k, width = free.shape
         sharing = s.is_sharing
-        if s.num_gpu == 0:
-            after_cpu, after_gpu, after_model = cpu - s.cpu_milli, free, model
-        elif sharing:
-            # One after-state per GPU of each node: k * G states.
-            taken = np.maximum(free[:, None, :] - self._one_gpu(width, s.gpu_milli, free.dtype), 0)
-            after_cpu = np.repeat(cpu - s.cpu_milli, width)
-            after_gpu = taken.reshape(k * width, width)
-            after_model = np.repeat(model, width)
-        else:
-            # k GPUs with the smallest sufficient free share: sort, take the first sufficient.
-            ordered = np.sort(free, axis=1)
-            sufficient = ordered >= s.gpu_milli
-            take = sufficient & (np.cumsum(sufficient, axis=1) <= s.num_gpu)
-            after_cpu, after_gpu, after_model = (
-                cpu - s.cpu_milli,
-                ordered - take * s.gpu_milli,
-                model,
-            )
         version = state.version[idx]
         fresh = self._f_stamp[idx] != version
-        if fresh.any():
-            values = self._frag(
-                np.concatenate([cpu[fresh], after_cpu]),
-                np.concatenate([free[fresh], after_gpu]),
-                np.concatenate([model[fresh], after_model]),
-            )
-            stale = idx[fresh]
-            self._f[stale] = values[: len(stale)]
-            self._f_stamp[stale] = version[fresh]
-            after = values[len(stale) :]
+        stale = int(np.count_nonzero(fresh))
+        frag = self._frag
+        rows = stale + (k * width if sharing else k)
+        each = frag.per_gpu(free) if rows < DEDUP_AT else None
+        if each is None:
+            values = self._states(task, cpu, free, model, fresh=fresh, stale=stale)
         else:
-            after = self._frag(after_cpu, after_gpu, after_model)
+            sums = each.sum(axis=1)
+            if s.num_gpu == 0:
+                after, after_cpu, after_model = sums, cpu - s.cpu_milli, model
+            elif sharing:
+                taken = frag.per_gpu(np.maximum(free - s.gpu_milli, 0))
+                assert taken is not None  # shares only shrink
+                after = (sums[:, None, :] - each + taken).reshape(k * width, -1)
+                after_cpu, after_model = (cpu - s.cpu_milli).repeat(width), model.repeat(width)
+            else:
+                ordered = self._take_tightest(free, s.num_gpu, s.gpu_milli)
+                taken = frag.per_gpu(ordered)
+                assert taken is not None
+                after, after_cpu, after_model = taken.sum(axis=1), cpu - s.cpu_milli, model
+            if stale:
+                after = np.concatenate([sums[fresh], after])
+                after_cpu = np.concatenate([cpu[fresh], after_cpu])
+                after_model = np.concatenate([model[fresh], after_model])
+            values = frag.from_sums(after, after_cpu, after_model)
+        if stale:
+            nodes = idx[fresh]
+            self._f[nodes] = values[:stale]
+            self._f_stamp[nodes] = version[fresh]
+            values = values[stale:]
         before = self._f[idx]
         if not sharing:
-            return before - after, np.full(k, -1, dtype=np.int64)
-        per_gpu = np.where(free >= s.gpu_milli, after.reshape(k, width), np.inf)
-        gpu = np.argmin(per_gpu, axis=1)
+            return before - values, np.full(k, -1, dtype=np.int64)
+        per_gpu = np.where(free >= s.gpu_milli, values.reshape(k, width), np.inf)
+        gpu = per_gpu.argmin(axis=1)
         return before - per_gpu[np.arange(k), gpu], gpu.astype(np.int64)
+
+    def _states(
+        self,
+        task: Task,
+        cpu: NDArray[np.int64],
+        free: NDArray[Any],
+        model: NDArray[np.int64],
+        *,
+        fresh: NDArray[np.bool_],
+        stale: int,
+    ) -> FloatArray:
+        """``F`` of the nodes' ``fresh`` states then their after-states, as one batch of
+        states (:meth:`_delta`)."""
+        s = task.shape
+        k, width = free.shape
+        if s.num_gpu == 0:
+            after_cpu, after_gpu, after_model = cpu - s.cpu_milli, free, model
+        elif s.is_sharing:
+            # One after-state per GPU of each node: k * G states.
+            taken = np.maximum(free[:, None, :] - self._one_gpu(width, s.gpu_milli, free.dtype), 0)
+            after_cpu = (cpu - s.cpu_milli).repeat(width)
+            after_gpu = taken.reshape(k * width, width)
+            after_model = model.repeat(width)
+        else:
+            after_cpu = cpu - s.cpu_milli
+            after_gpu = self._take_tightest(free, s.num_gpu, s.gpu_milli)
+            after_model = model
+        if not stale:
+            return self._frag(after_cpu, after_gpu, after_model)
+        return self._frag(
+            np.concatenate([cpu[fresh], after_cpu]),
+            np.concatenate([free[fresh], after_gpu]),
+            np.concatenate([model[fresh], after_model]),
+        )
+
+    @staticmethod
+    def _take_tightest(free: NDArray[Any], num: int, milli: int) -> NDArray[Any]:
+        """Each node's GPU shares, sorted, after a task takes ``milli`` from the ``num`` GPUs
+        with the smallest sufficient share."""
+        ordered = np.sort(free, axis=1)
+        sufficient = ordered >= milli
+        take = sufficient & (sufficient.cumsum(axis=1) <= num)
+        after: NDArray[Any] = ordered - take * milli
+        return after
 
     def _one_gpu(self, width: int, milli: int, dtype: np.dtype[Any]) -> NDArray[Any]:
         """``E[g, h] = milli`` if ``g == h`` else 0 (``G x G``): row ``g`` takes ``milli`` from

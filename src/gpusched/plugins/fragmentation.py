@@ -36,7 +36,7 @@ _COUNT = 1 << 32
 #: Largest batch whose per-GPU sums are read from the per-share table.
 _TABLE_ROWS = 512
 #: Batches at least this large are deduplicated before evaluation.
-_DEDUP_AT = 128
+DEDUP_AT = 128
 #: Batches at least this large are deduplicated by hashing (cheaper than comparing whole rows
 #: when there are many; below it, the fixed cost of the extra steps outweighs the saving).
 _HASH_AT = 1024
@@ -163,7 +163,7 @@ class Fragmentation:
         reduced to their distinct states (``F`` ignores GPU order), which are few: most nodes
         of a pool look alike.
         """
-        if len(cpu_free) >= _DEDUP_AT:
+        if len(cpu_free) >= DEDUP_AT:
             first, inverse = _distinct(model_id, cpu_free, np.sort(gpu_free, axis=1))
             if len(first) < len(cpu_free) // 2:
                 values = self._evaluate(cpu_free[first], gpu_free[first], model_id[first])
@@ -190,12 +190,24 @@ class Fragmentation:
         :data:`_TABLE_ROWS` states (the table's rows would take ``G * (M + 1)`` words per
         state), takes :meth:`_by_share`, the same matrix computed per share.
         """
-        if len(gpu_free) > _TABLE_ROWS:
+        per_gpu = None if len(gpu_free) > _TABLE_ROWS else self.per_gpu(gpu_free)
+        if per_gpu is None:
             return self._by_share(cpu_free, gpu_free, model_id)
+        return self.from_sums(per_gpu.sum(axis=1), cpu_free, model_id)
+
+    def per_gpu(self, gpu_free: NDArray[np.integer]) -> I64 | None:
+        """Each GPU's row of the per-share table (``(k, G, M + 1)``; :meth:`_evaluate`), or
+        ``None`` if a share is beyond the table. A state's packed sums are the sum over its
+        GPUs, so a state that differs in one GPU differs by that GPU's two rows."""
         try:
-            packed = self._per_share[gpu_free].sum(axis=1)
+            rows: I64 = self._per_share[gpu_free]
         except IndexError:
-            return self._by_share(cpu_free, gpu_free, model_id)
+            return None
+        return rows
+
+    def from_sums(self, packed: I64, cpu_free: I64, model_id: I64) -> NDArray[np.float64]:
+        """``F`` of the batch of states with packed per-GPU sums ``packed`` (``(k, M + 1)``,
+        contiguous; :meth:`_evaluate`): the same matrix and product as :meth:`_evaluate`."""
         sums = packed[:, :-1]
         host = (sums >= self._need[model_id]) & (cpu_free[:, None] >= self._cpu)
         frag = packed[:, -1:] - (sums & (_COUNT - 1)) * host
