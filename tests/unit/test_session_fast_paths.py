@@ -20,8 +20,10 @@ from gpusched.framework import (
     Snapshot,
     TieBreak,
 )
+from gpusched.framework.quota import job_request
 from gpusched.model import (
     Constraints,
+    Job,
     JobId,
     QueueName,
     QueueSpec,
@@ -29,6 +31,7 @@ from gpusched.model import (
     Resources,
     Task,
     TaskId,
+    TaskShape,
 )
 
 
@@ -195,3 +198,39 @@ def test_feasible_skips_filters_that_exclude_nothing_and_still_holds_nodes(
         assert np.array_equal(got, _plain_feasible(session, task, skip)), task.id
         assert got.flags.writeable
         assert got is not state.everywhere
+
+
+def test_requests_kept_per_gang_of_shapes_equal_each_jobs_own() -> None:
+    """Jobs of the same task shapes share one request and quota key; each equals what
+    ``job_request`` gives the job itself (gangs of one shape, of mixed shapes, elastic)."""
+    state = make_state(make_node("g").gpus(8).cpu(64).mem_gib(512))
+    one = make_task().gpus(2).cpu(4).shape()
+    other = make_task().share(500).cpu(1).shape()
+
+    def job(name: str, *shapes: TaskShape, min_available: int = 0) -> Job:
+        tasks = tuple(Task(TaskId(f"{name}-{i}"), JobId(name), s) for i, s in enumerate(shapes))
+        return Job(JobId(name), tasks, min_available=min_available, queue=QueueName("a"))
+
+    jobs = [
+        job("a1", one),
+        job("a2", one),
+        job("b", one, one, one),
+        job("c", one, other),
+        job("d", other, one),
+        job("e", one, other, other, min_available=2),
+        job("f", one, other, min_available=1),
+    ]
+    session = Session(
+        Snapshot(state, tuple(jobs), queues=_capped_tree()),
+        policy_profile("gpusched"),
+        cycle_context(),
+    )
+    quota = session.quota
+    assert quota is not None
+    for j in jobs:
+        assert session.request(j) == job_request(j), j.id
+        session.quota_refusal(j)  # sets the job's quota key
+        _, _, key = session._requests[j.id]
+        assert key == (j.queue, quota.key(job_request(j)), j.preemptible), j.id
+    assert session.request(jobs[0]) is session.request(jobs[1])
+    assert session.request(jobs[2]) != session.request(jobs[0])

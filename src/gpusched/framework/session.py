@@ -84,6 +84,10 @@ class Session(GangPlacement, QuotaAdmission, Diagnosis):
         # next cycle (a job is immutable, so its entry holds while the job object is the same).
         self._requests: dict[JobId, tuple[Job, Resources, tuple[object, ...] | None]] = {}
         self._kept_requests: dict[JobId, tuple[Job, Resources, tuple[object, ...] | None]] = {}
+        # Per gang of task shapes: its request and quota key (jobs the memo does not know).
+        self._gang_requests: dict[
+            tuple[object, ...], tuple[Resources, tuple[tuple[str, int], ...]]
+        ] = {}
         # Running jobs whose elastic members were evicted in this cycle (their allocations
         # no longer match what the memo knows of them).
         self.shrunk: set[JobId] = set()
@@ -180,13 +184,13 @@ class Session(GangPlacement, QuotaAdmission, Diagnosis):
         is the same operations on the same numbers, and the feasible nodes keep their order,
         so the first best (or the ties drawn from) are the same nodes.
         """
-        nodes = np.flatnonzero(feasible)
+        nodes = feasible.nonzero()[0]
         return int(nodes[self._argmax(self._score_sum(task, feasible, nodes))])
 
     def _argmax(self, masked: np.ndarray) -> int:
         if self.profile.tie_break is TieBreak.FIRST:
-            return int(np.argmax(masked))
-        ties = np.flatnonzero(masked == masked.max())
+            return int(masked.argmax())
+        ties = (masked == masked.max()).nonzero()[0]
         return int(ties[self.ctx.rng.randrange(len(ties))])
 
     def node_scores(self, task: Task, feasible: np.ndarray) -> np.ndarray:

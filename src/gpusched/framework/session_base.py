@@ -46,6 +46,7 @@ class SessionBase:
         "_end_estimate",
         "_failed",
         "_filters_key",
+        "_gang_requests",
         "_kept_requests",
         "_never",
         "_refusals",
@@ -83,6 +84,7 @@ class SessionBase:
     _never: dict[tuple[object, ...], str]
     _requests: dict[JobId, tuple[Job, Resources, tuple[object, ...] | None]]
     _kept_requests: dict[JobId, tuple[Job, Resources, tuple[object, ...] | None]]
+    _gang_requests: dict[tuple[object, ...], tuple[Resources, tuple[tuple[str, int], ...]]]
     shrunk: set[JobId]
     quota: QuotaBook | None
     blocked_nodes: dict[int, tuple[float, JobId]]

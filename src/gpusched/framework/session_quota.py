@@ -15,7 +15,8 @@ Before a job is placed, :meth:`QuotaAdmission.quota_refusal` asks the cycle's
 
 The queues' answers are kept for the cycle per quota key (queue, quota-relevant request,
 preemptible) while the book's usage version holds; the hold is checked for each job, since it
-depends on the job's expected end. Requests and keys per job also go to the driver's memo.
+depends on the job's expected end. Requests and keys per job also go to the driver's memo; a
+job the memo does not know takes them from those of its gang's task shapes, kept for the cycle.
 :class:`QuotaAdmission` is a mixin of :class:`~gpusched.framework.session.Session`
 (:mod:`.session_base`).
 """
@@ -80,9 +81,27 @@ class QuotaAdmission(SessionBase):
         if entry is None:
             entry = self._kept_requests.get(job.id)
             if entry is None or entry[0] is not job:
-                entry = (job, job_request(job), None)
+                entry = (job, self._gang_request(job)[0], None)
             self._requests[job.id] = entry
         return entry
+
+    def _gang_request(self, job: Job) -> tuple[Resources, tuple[tuple[str, int], ...]]:
+        """``job_request(job)`` and its quota key (:meth:`QuotaBook.key`), kept per gang of
+        task shapes for the cycle (the request depends on nothing else): jobs of a queue are
+        mostly a few shapes."""
+        gang = job.tasks[: job.min_available]
+        first = gang[0].shape if gang else None
+        key: tuple[object, ...] = (
+            (first, len(gang))
+            if all(t.shape is first for t in gang)
+            else (None, *(t.shape for t in gang))
+        )
+        known = self._gang_requests.get(key)
+        if known is None:
+            req = job_request(job)
+            quota = self.quota
+            known = self._gang_requests[key] = (req, () if quota is None else quota.key(req))
+        return known
 
     def quota_refusal(self, job: Job) -> Status | None:
         """Why the queues keep ``job`` waiting right now, or ``None``."""
@@ -99,7 +118,7 @@ class QuotaAdmission(SessionBase):
             )
         _, req, key = self._request_entry(job)
         if key is None:
-            key = (job.queue, quota.key(req), job.preemptible)
+            key = (job.queue, self._gang_request(job)[1], job.preemptible)
             self._requests[job.id] = (job, req, key)
         known = self._refusals.get(key)
         if known is not None and known[0] == quota.version:

@@ -123,7 +123,7 @@ def _nearest(entries: list[_Kept], state: ClusterState, rows: _Rows) -> NDArray[
     near = state.size // _FIT_NEAR
     best: tuple[int, NDArray[np.intp]] | None = None
     for i, (stamps, _) in enumerate(entries):
-        changed = np.flatnonzero(stamps != state.version)
+        changed = (stamps != state.version).nonzero()[0]
         if best is None or len(changed) < len(best[1]):
             best = (i, changed)
         if len(changed) <= near:
