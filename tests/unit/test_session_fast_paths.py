@@ -16,11 +16,12 @@ from gpusched.framework import (
     CycleContext,
     FloatArray,
     QuotaHold,
+    RunningJob,
     Session,
     Snapshot,
     TieBreak,
 )
-from gpusched.framework.quota import job_request
+from gpusched.framework.quota import QuotaBook, job_request
 from gpusched.model import (
     Constraints,
     Job,
@@ -234,3 +235,38 @@ def test_requests_kept_per_gang_of_shapes_equal_each_jobs_own() -> None:
         assert key == (j.queue, quota.key(job_request(j)), j.preemptible), j.id
     assert session.request(jobs[0]) is session.request(jobs[1])
     assert session.request(jobs[2]) != session.request(jobs[0])
+
+
+def test_running_totals_give_the_usage_per_job_charges_give() -> None:
+    """Without a memo the session sums the running jobs' charges per queue before the book
+    does: the usage is the one per-job charges give, names in the same order (GPU models
+    first met on later jobs included), through a parent queue too."""
+    nodes = [make_node(f"n{i}").gpus(8, model="T4" if i % 2 else "G2") for i in range(6)]
+    state = make_state(*nodes)
+    tree = QueueTree.build(
+        [
+            QueueSpec(QueueName("org"), guaranteed=Resources({"gpu": 16000})),
+            QueueSpec(QueueName("a"), parent=QueueName("org"), guaranteed=Resources({"gpu": 8000})),
+            QueueSpec(QueueName("b"), parent=QueueName("org"), guaranteed=Resources({"gpu": 4000})),
+        ]
+    )
+    running: dict[JobId, RunningJob] = {}
+    rng = np.random.default_rng(3)
+    for i in range(30):
+        queue = ("a", "b", "elsewhere")[i % 3]
+        gpus = 0 if i >= 20 and i % 2 else 1 + i % 2  # the first jobs land on a model
+        job = make_job(f"r{i}").gpus(gpus).replicas(2).queue(queue).build()
+        for t, node in zip(job.tasks, rng.integers(0, 6, 2), strict=True):
+            free = (state.gpu_free[int(node)] >= 1000).nonzero()[0][: t.shape.num_gpu]
+            if len(free) == t.shape.num_gpu and i % 5 != 4:  # some jobs' tasks unbound
+                state.allocate(t, int(node), tuple(int(g) for g in free))
+        running[job.id] = RunningJob(job, 0.0)
+    snap = Snapshot(state, (), running=running, queues=tree)
+    session = Session(snap, policy_profile("gpusched"), cycle_context())
+    per_job = QuotaBook(
+        tree, state, [(r.job.queue, session.charge_of(r.job)) for r in running.values()]
+    )
+    quota = session.quota
+    assert quota is not None
+    for q in tree:
+        assert list(quota.usage[q.name].items()) == list(per_job.usage[q.name].items()), q.name

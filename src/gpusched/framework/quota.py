@@ -45,7 +45,7 @@ from gpusched.model import (
     gpu_model_resource,
 )
 
-__all__ = ["QuotaBook", "job_request"]
+__all__ = ["QuotaBook", "add_request", "job_request"]
 
 #: One guarantee to check a request against: queue, guarantee, the names it always
 #: constrains, whether it is given per GPU model.
@@ -58,8 +58,21 @@ def job_request(
     """What ``tasks`` of ``job`` are charged (default: the gang, its ``min_available`` tasks;
     a running job is charged for every task it holds, elastic members included). ``models``:
     where each task landed, when known."""
+    charged: dict[str, int] = {}
+    add_request(charged, job, models, tasks)
+    return Resources(charged)
+
+
+def add_request(
+    total: dict[str, int],
+    job: Job,
+    models: Sequence[str] = (),
+    tasks: Sequence[Task] | None = None,
+) -> None:
+    """Add :func:`job_request` to ``total`` in place, name by name in the request's own order
+    (per-model names, then ``gpu``, ``cpu``, ``memory``): adding many jobs' requests this way
+    gives the sum, with its names in the order adding their vectors one by one gives."""
     gpu = cpu = mem = 0
-    per_model: dict[str, int] = {}
     landed = len(models)
     for i, task in enumerate(job.tasks[: job.min_available] if tasks is None else tasks):
         s = task.shape
@@ -75,11 +88,10 @@ def job_request(
             key = gpu_model_resource(next(iter(s.gpu_models)))
         else:
             continue
-        per_model[key] = per_model.get(key, 0) + g
-    per_model[GPU] = gpu
-    per_model[CPU] = cpu
-    per_model[MEMORY] = mem
-    return Resources(per_model)
+        total[key] = total.get(key, 0) + g
+    total[GPU] = total.get(GPU, 0) + gpu
+    total[CPU] = total.get(CPU, 0) + cpu
+    total[MEMORY] = total.get(MEMORY, 0) + mem
 
 
 class QuotaBook:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpusched.framework.quota import job_request
+from gpusched.framework.quota import add_request, job_request
 from gpusched.framework.session_base import SessionBase
 from gpusched.framework.status import Code, Status
 from gpusched.model import Job, JobId, QueueName, Resources, Task
@@ -60,7 +60,7 @@ class QuotaAdmission(SessionBase):
         running = self.snapshot.running
         memo = self.snapshot.memo
         if memo is None:
-            return [(r.job.queue, self.charge_of(r.job)) for r in running.values()]
+            return self._running_totals()
         old = memo.charges
         fresh: dict[JobId, tuple[object, Resources]] = {}
         out = []
@@ -71,6 +71,28 @@ class QuotaAdmission(SessionBase):
             out.append((run.job.queue, charge))
         memo.charges = fresh
         return out
+
+    def _running_totals(self) -> list[tuple[QueueName, Resources]]:
+        """Each queue's running jobs' charges summed (no memo keeps them per job), as
+        :class:`~gpusched.framework.quota.QuotaBook` sums them: the same amounts, with the
+        names in the same order."""
+        allocations = self.state.allocations
+        model_of = self.state.node_models
+        totals: dict[QueueName, dict[str, int]] = {}
+        for run in self.snapshot.running.values():
+            job = run.job
+            total = totals.get(job.queue)
+            if total is None:
+                total = totals[job.queue] = {}
+            models: list[str] = []
+            held: list[Task] = []
+            for task in job.tasks:
+                alloc = allocations.get(task.id)
+                if alloc is not None:
+                    models.append(model_of[alloc.node])
+                    held.append(task)
+            add_request(total, job, models, held)
+        return [(queue, Resources(total)) for queue, total in totals.items()]
 
     def request(self, job: Job) -> Resources:
         """``job_request(job)`` (what the gang is charged before it lands), once per cycle."""
