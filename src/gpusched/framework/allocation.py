@@ -73,15 +73,25 @@ class AllocationMap:
         return self._base is not None and task in self._base
 
     def __contains__(self, task: object) -> bool:
-        if task in self._added:
-            return True
-        return task not in self._removed and self._in_base(task)
+        layer: AllocationMap | None = self
+        while layer is not None:  # down the layers: the first that knows the task answers
+            if task in layer._added:
+                return True
+            if task in layer._removed:
+                return False
+            layer = layer._base
+        return False
 
     def get(self, task: TaskId) -> Allocation | None:
-        found = self._added.get(task)
-        if found is not None or task in self._removed or self._base is None:
-            return found
-        return self._base.get(task)
+        layer: AllocationMap | None = self
+        while layer is not None:
+            found = layer._added.get(task)
+            if found is not None:
+                return found
+            if task in layer._removed:
+                return None
+            layer = layer._base
+        return None
 
     def __getitem__(self, task: TaskId) -> Allocation:
         found = self.get(task)

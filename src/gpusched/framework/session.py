@@ -310,7 +310,8 @@ class Session(GangPlacement, QuotaAdmission, Diagnosis):
         mean of completed jobs of the same user and kind, else the default."""
         if job.runtime_estimate is not None:
             return job.runtime_estimate
-        learned = self.snapshot.runtime_stats.get((job.user, job.kind.value))
+        stats = self.snapshot.runtime_stats
+        learned = stats.get((job.user, job.kind.value)) if stats else None
         return learned if learned is not None else self.default_runtime
 
     def evict_members(

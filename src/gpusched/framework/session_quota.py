@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from gpusched.framework.quota import add_request, job_request
 from gpusched.framework.session_base import SessionBase
 from gpusched.framework.status import Code, Status
-from gpusched.model import Job, JobId, QueueName, Resources, Task
+from gpusched.model import Job, JobId, QueueName, Resources, Task, TaskShape
 
 __all__ = ["QuotaAdmission"]
 
@@ -109,14 +109,15 @@ class QuotaAdmission(SessionBase):
 
     def _gang_request(self, job: Job) -> tuple[Resources, tuple[tuple[str, int], ...]]:
         """``job_request(job)`` and its quota key (:meth:`QuotaBook.key`), kept per gang of
-        task shapes for the cycle (the request depends on nothing else): jobs of a queue are
-        mostly a few shapes."""
+        task shapes for the cycle (the request depends on nothing else; jobs of a queue are
+        mostly a few shapes). Shapes are told apart by what a request reads of them
+        (:func:`_charged`), cheaper to compare than whole shapes."""
         gang = job.tasks[: job.min_available]
         first = gang[0].shape if gang else None
         key: tuple[object, ...] = (
-            (first, len(gang))
+            (len(gang), None if first is None else _charged(first))
             if all(t.shape is first for t in gang)
-            else (None, *(t.shape for t in gang))
+            else (None, *(_charged(t.shape) for t in gang))
         )
         known = self._gang_requests.get(key)
         if known is None:
@@ -222,3 +223,17 @@ class QuotaAdmission(SessionBase):
                 f"{max(quota.borrowable(queue, lent=lent), 0) / 1000:g} {what}"
             )
         return None
+
+
+def _charged(shape: TaskShape) -> tuple[object, ...]:
+    """What :func:`~gpusched.framework.quota.job_request` reads of a task's shape."""
+    s = shape
+    return (
+        s.cpu_milli,
+        s.memory_mib,
+        s.num_gpu,
+        s.gpu_milli,
+        s.mig_profile,
+        s.mig_count,
+        s.gpu_models,
+    )

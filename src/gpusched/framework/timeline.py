@@ -139,7 +139,7 @@ def expected_ends(session: Session) -> list[tuple[float, JobId]]:
             kept.sort()  # two sorted runs: one linear merge
             session.ends_cache = (len(changes), kept)
             return kept
-    ends = _ends(session, running.items())
+    ends = _ends(session, running.as_dict().items())
     ends.sort()
     session.ends_cache = (len(changes), ends)
     return ends

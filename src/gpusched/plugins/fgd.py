@@ -147,7 +147,7 @@ class Fgd:
         if each is None:
             values = self._states(task, cpu, free, model, fresh=fresh, stale=stale)
         else:
-            sums = each.sum(axis=1)
+            sums = np.add.reduce(each, axis=1)
             if s.num_gpu == 0:
                 after, after_cpu, after_model = sums, cpu - s.cpu_milli, model
             elif sharing:
@@ -159,7 +159,8 @@ class Fgd:
                 ordered = self._take_tightest(free, s.num_gpu, s.gpu_milli)
                 taken = frag.per_gpu(ordered)
                 assert taken is not None
-                after, after_cpu, after_model = taken.sum(axis=1), cpu - s.cpu_milli, model
+                after = np.add.reduce(taken, axis=1)
+                after_cpu, after_model = cpu - s.cpu_milli, model
             if stale:
                 after = np.concatenate([sums[fresh], after])
                 after_cpu = np.concatenate([cpu[fresh], after_cpu])

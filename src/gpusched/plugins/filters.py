@@ -146,7 +146,7 @@ def _nearest(entries: list[_Kept], state: ClusterState, rows: _Rows) -> NDArray[
 
 def _count_fit(gpu_free: NDArray[np.integer[Any]], gpu_milli: int) -> NDArray[np.int64]:
     """``#{g : gpu_free[n, g] >= gpu_milli}`` per row."""
-    return (gpu_free >= gpu_milli).sum(axis=1)  # type: ignore[no-any-return]
+    return np.add.reduce(gpu_free >= gpu_milli, axis=1)  # type: ignore[no-any-return]
 
 
 def gpu_fit_mask(state: ClusterState, num_gpu: int, gpu_milli: int) -> BoolArray:

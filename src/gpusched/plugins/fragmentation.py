@@ -193,7 +193,7 @@ class Fragmentation:
         per_gpu = None if len(gpu_free) > _TABLE_ROWS else self.per_gpu(gpu_free)
         if per_gpu is None:
             return self._by_share(cpu_free, gpu_free, model_id)
-        return self.from_sums(per_gpu.sum(axis=1), cpu_free, model_id)
+        return self.from_sums(np.add.reduce(per_gpu, axis=1), cpu_free, model_id)
 
     def per_gpu(self, gpu_free: NDArray[np.integer]) -> I64 | None:
         """Each GPU's row of the per-share table (``(k, G, M + 1)``; :meth:`_evaluate`), or
