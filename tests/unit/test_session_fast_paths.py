@@ -4,6 +4,7 @@ and the quota answer "could never be admitted" kept for the cycle."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import cast
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from gpusched.framework import (
     FloatArray,
     QuotaHold,
     RunningJob,
+    ScorePlugin,
     Session,
     Snapshot,
     TieBreak,
@@ -270,3 +272,47 @@ def test_running_totals_give_the_usage_per_job_charges_give() -> None:
     assert quota is not None
     for q in tree:
         assert list(quota.usage[q.name].items()) == list(per_job.usage[q.name].items()), q.name
+
+
+class _Zero:
+    """A score plugin rating every node 0: it answers with the state's shared zeros."""
+
+    name = "zero"
+
+    def score(
+        self, ctx: CycleContext, task: Task, state: ClusterState, feasible: BoolArray
+    ) -> FloatArray:
+        return state.zero_scores
+
+
+@pytest.mark.parametrize(
+    "kinds",
+    [
+        pytest.param(("f64", "zero"), id="score-then-zeros"),
+        pytest.param(("zero", "f64"), id="zeros-first"),
+        pytest.param(("zero", "zero"), id="only-zeros"),
+        pytest.param(("f32", "zero", "f64"), id="float32-weight-1"),
+    ],
+)
+@pytest.mark.parametrize("seed", range(3))
+def test_scores_that_are_zero_everywhere_are_skipped_without_changing_picks(
+    kinds: tuple[str, ...], seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    state = make_state(*(make_node(f"n{i}").gpus(8) for i in range(64)))
+    plugins: list[tuple[ScorePlugin, float]] = []
+    for i, kind in enumerate(kinds):
+        values = rng.integers(-3, 4, 64).astype(np.float32 if kind == "f32" else np.float64)
+        made: ScorePlugin = _Zero() if kind == "zero" else _Fixed(cast("FloatArray", values))
+        plugins.append((made, 1.0 if i == 0 else 0.5))
+    profile = replace(policy_profile("fgd"), scores=tuple(plugins))
+    session = Session(Snapshot(state, ()), profile, cycle_context())
+    task = make_task().gpus(1).build()
+    feasible = rng.random(64) < 0.6
+    total = np.zeros(64)
+    for plugin, weight in plugins:
+        values = plugin.values if isinstance(plugin, _Fixed) else np.zeros(64)
+        total = total + weight * values
+    expected = np.where(feasible, total, -np.inf)
+    assert np.array_equal(session.node_scores(task, feasible), expected)
+    assert session.select_node(task, feasible) == int(np.argmax(expected))

@@ -14,6 +14,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from builders import cycle_context, make_job, make_node, make_state, policy_profile
@@ -150,3 +151,20 @@ def test_reservation_search_lays_out_only_what_it_reaches(
             assert len(laid_out) > 2
     assert found[0] is not None
     assert found[0] == found[1] == found[2]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_grown_release_prefix_is_the_batch_of_the_longer_prefix_at_once(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(release_batch, "FIRST_RELEASES", 1)
+    session = _busy_session(seed, running=40)
+    ends = expected_ends(session)
+    prefix = release_batch.ReleasePrefix(session, ends)
+    for releases in (1, 2, 3, 5, 9, 17, 33, len(ends)):
+        batch, upto = prefix.upto(releases)
+        whole, offsets = release_batch.running_releases(session, ends[: prefix.count])
+        assert upto == offsets[releases]
+        assert prefix.offsets == offsets
+        for name in ("node", "cpu", "mem", "shape", "width", "gpu_offset", "gpu_slot", "gpu_milli"):
+            assert np.array_equal(getattr(batch, name), getattr(whole, name)), name

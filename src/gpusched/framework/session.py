@@ -198,8 +198,10 @@ class Session(GangPlacement, QuotaAdmission, Diagnosis):
 
         The sum is ``((0 + w_1 * s_1) + w_2 * s_2) + ...`` in profile order, accumulated in
         place (one buffer for the sum, one for the products): the same operations in the same
-        order as a fresh array per step, so the same bits. The leading ``0 +`` is dropped; it
-        changes only the sign of a zero, which no comparison sees.
+        order as a fresh array per step, so the same bits. The leading ``0 +`` is dropped, and
+        so is a score that is zero on every node (the state's shared ``zero_scores``) and a
+        weight of 1 on a gathered float64 score; each changes only the sign of a zero, which
+        no comparison sees.
         """
         return np.where(feasible, self._score_sum(task, feasible, None), -np.inf)
 
@@ -208,20 +210,29 @@ class Session(GangPlacement, QuotaAdmission, Diagnosis):
         scores = self.profile.scores
         ctx, state = self.ctx, self.state
         size = state.size if nodes is None else len(nodes)
-        if not scores:
-            return np.zeros(size)
         if len(scores) == 1 and scores[0][1] == 1.0:
             only = scores[0][0].score(ctx, task, state, feasible)
             return only if nodes is None else only[nodes]
-        (first, w_first), *rest = scores
-        total, product = np.empty(size), np.empty(size)
-        values = first.score(ctx, task, state, feasible)
-        np.multiply(values if nodes is None else values[nodes], w_first, out=total)
-        for plugin, weight in rest:
+        zero = state.zero_scores
+        total: np.ndarray | None = None
+        product: np.ndarray | None = None
+        for plugin, weight in scores:
             values = plugin.score(ctx, task, state, feasible)
-            np.multiply(values if nodes is None else values[nodes], weight, out=product)
+            if values is zero:
+                continue
+            part = values if nodes is None else values[nodes]
+            if total is None:
+                if weight == 1.0 and nodes is not None and part.dtype == np.float64:
+                    total = part  # this call's own gathered array; x * 1.0 is x
+                else:
+                    total = np.empty(size)
+                    np.multiply(part, weight, out=total)
+                continue
+            if product is None:
+                product = np.empty(size)
+            np.multiply(part, weight, out=product)
             np.add(total, product, out=total)
-        return total
+        return np.zeros(size) if total is None else total
 
     def place_single(self, task: Task, stmt: Statement) -> Status:
         """:meth:`place_task` with the per-cycle failure memo (for pod-by-pod placement)."""

@@ -28,11 +28,12 @@ __all__ = ["Layout", "LayoutViews"]
 class Layout:
     """What a state and all its copies share: derived data of the node list (built lazily)."""
 
-    __slots__ = ("cache", "empty", "everywhere", "network")
+    __slots__ = ("cache", "empty", "everywhere", "network", "zero_scores")
 
     def __init__(self) -> None:
         self.empty: ClusterState | None = None
         self.everywhere: NDArray[np.bool_] | None = None
+        self.zero_scores: NDArray[np.float64] | None = None
         self.cache: dict[object, object] = {}
         self.network: NetworkTopology | None = None
 
@@ -65,6 +66,16 @@ class LayoutViews:
             mask = self._layout.everywhere = np.ones(len(self.nodes), dtype=bool)
             mask.setflags(write=False)
         return mask
+
+    @property
+    def zero_scores(self) -> NDArray[np.float64]:
+        """A score of 0 on every node, read-only and shared by the state and its copies: what
+        a score plugin that rates every node alike returns (callers may skip adding it)."""
+        zeros = self._layout.zero_scores
+        if zeros is None:
+            zeros = self._layout.zero_scores = np.zeros(len(self.nodes))
+            zeros.setflags(write=False)
+        return zeros
 
     @property
     def node_models(self) -> list[str]:

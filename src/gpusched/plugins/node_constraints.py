@@ -105,5 +105,7 @@ class NodePreference:
                 ]
             )
             cached.setflags(write=False)
+            if not cached.any():  # rates every node alike: the shared zeros callers may skip
+                cached = state.zero_scores
             state.layout_cache[key] = cached
         return cached  # type: ignore[return-value]
