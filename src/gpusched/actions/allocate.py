@@ -144,7 +144,7 @@ class Backfill:
             if job.id in session.evicted:
                 continue
             status = session.place_job(job)
-            if status.ok or status.code.value == "Unresolvable":
+            if status.ok or status.code is Code.UNRESOLVABLE:
                 continue
             refused = session.quota_refusal(job)
             if refused is not None:

@@ -103,7 +103,9 @@ class QuotaAdmission(SessionBase):
         if entry is None:
             entry = self._kept_requests.get(job.id)
             if entry is None or entry[0] is not job:
-                entry = (job, self._gang_request(job)[0], None)
+                req, charged = self._gang_request(job)
+                key = None if self.quota is None else (job.queue, charged, job.preemptible)
+                entry = (job, req, key)
             self._requests[job.id] = entry
         return entry
 
@@ -116,7 +118,7 @@ class QuotaAdmission(SessionBase):
         first = gang[0].shape if gang else None
         key: tuple[object, ...] = (
             (len(gang), None if first is None else _charged(first))
-            if all(t.shape is first for t in gang)
+            if len(gang) < 2 or all(t.shape is first for t in gang)
             else (None, *(_charged(t.shape) for t in gang))
         )
         known = self._gang_requests.get(key)

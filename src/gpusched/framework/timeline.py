@@ -315,11 +315,12 @@ def estimate_starts(session: Session, jobs: Iterable[Job]) -> dict[JobId, float]
     free_cpu = int(state.cpu_free.sum())
     out: dict[JobId, float] = {}
     t = now
+    pop, push, estimate = heapq.heappop, heapq.heappush, session.runtime_estimate
     for job in jobs:
         need_gpu, need_cpu = job.gpu_milli, job.cpu_milli
         while free_gpu < need_gpu or free_cpu < need_cpu:
             if later and (first == count or later[0] < releases[first]):
-                t, g, c = heapq.heappop(later)
+                t, g, c = pop(later)
             elif first < count:
                 t, g, c = releases[first]
                 first += 1
@@ -331,7 +332,7 @@ def estimate_starts(session: Session, jobs: Iterable[Job]) -> dict[JobId, float]
         out[job.id] = start
         free_gpu -= need_gpu
         free_cpu -= need_cpu
-        heapq.heappush(later, (start + session.runtime_estimate(job), need_gpu, need_cpu))
+        push(later, (start + estimate(job), need_gpu, need_cpu))
     return out
 
 
