@@ -6,7 +6,9 @@ modes and the empty state are the same for every copy. They are computed once, o
 and kept in one :class:`Layout` that a state passes on to its copies (and to its empty state).
 :class:`LayoutViews` is the part of ``ClusterState`` that reads them; plugins key their own
 node-list-derived values on :attr:`LayoutViews.layout_cache` (never on free resources, which
-differ between copies).
+differ between copies). Two shared read-only arrays stand for "no node excluded" and "every
+node scores 0" (:attr:`LayoutViews.everywhere`, :attr:`LayoutViews.zero_scores`): plugins
+answer with them so the session can skip combining them.
 """
 
 from __future__ import annotations

@@ -19,7 +19,10 @@ quantisation is part of the policy: exact float deltas place measurably worse on
 
 Speed: scores are cached per task shape with each node's version stamp; a task re-evaluates
 only the feasible nodes that changed since that shape was last scored, and ``F(n)`` itself is
-cached per node the same way.
+cached per node the same way. The nodes re-evaluated and their after-states form one batch
+(its size fixes the last bits of ``F``, :mod:`.fragmentation`); a small batch is built from
+each GPU's row of a per-share table (an after-state differs from its node in one GPU's row)
+instead of being laid out state by state.
 
 Arguments: ``coverage`` (default 0.95) -- share of the workload hint's tasks the target
 workload's most common types must cover.

@@ -11,7 +11,9 @@
              - 50 * [n has an untolerated PreferNoSchedule taint]
 
 Labels and taints never change during a run, so each distinct set of constraints is evaluated
-over all nodes once and cached with the cluster layout; a cycle pays one array lookup.
+over all nodes once and cached with the cluster layout; a cycle pays one array lookup. A mask
+that keeps every node is the state's shared ``everywhere``, a score of 0 everywhere its shared
+``zero_scores``: the session skips both instead of combining them.
 The semantics of each term are in :mod:`gpusched.model.constraints`.
 """
 
