@@ -6,10 +6,15 @@
   jobs and of elastic members, binds, eligibility changes and other node masks;
 * :meth:`~gpusched.actions.victim_index.VictimIndex.pods_bound` on some nodes gives those
   nodes' figures of the full call;
+* :class:`~gpusched.actions.victim_room.Room` (each node's room without a class's eligible
+  victims, kept and updated where something changed) names exactly the nodes with a first-fit
+  prefix and gives the figures of ``pods_bound``, through evictions and binds, for several
+  classes and shapes asked in turn;
 * the per-row GPU count equals ``count_nonzero`` for every width;
 * whole cycles of the cycle benchmark (cold and steady, with and without topology) plan the
-  same binds, evictions and nominations with the shortcuts as without them (no memo, and the
-  full placement check after every node-local search).
+  same binds, evictions and nominations with the shortcuts as without them (no memo, the
+  full placement check after every node-local search, and no room: every node a candidate,
+  every gang searched for).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import pytest
 from builders import make_node, make_state
 from gpusched.actions import victim_local
 from gpusched.actions.victim_index import FirstFitMemo, Victim, VictimIndex, _row_counts
+from gpusched.actions.victim_room import Room, Rooms
 from gpusched.framework import ClusterState, Eviction, PluginContext, RunningJob, Snapshot
 from gpusched.model import MILLI_PER_GPU, Job, JobId, NodeName, Task, TaskId, TaskShape
 from gpusched.scheduler import build_profile, policy_spec, schedule
@@ -137,6 +143,30 @@ def test_pods_bound_on_some_nodes_matches_the_full_call_there(seed: int) -> None
     assert (part[~some] == 0).all()
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_rooms_answer_as_the_index_does_through_changes(seed: int) -> None:
+    rng = random.Random(seed)
+    state, victims = _cluster(rng)
+    index = VictimIndex(state, victims)
+    rooms = Rooms(index)
+    classes = [
+        np.array([rng.random() < p for _ in victims], dtype=np.bool_) for p in (0.5, 0.8, 1.0)
+    ]
+    shapes = [_shape(rng) for _ in range(3)]
+    everywhere = np.ones(state.size, dtype=np.bool_)
+    for _ in _changes(rng, state, index):
+        base = rng.choice(classes)
+        room = rooms.get(state, base.copy())
+        chosen = base & index.alive
+        assert (room.chosen == chosen).all()
+        assert room.whole_gpu == int(index.gpu_milli[chosen & index.whole].sum())
+        for shape in rng.sample(shapes, 2):
+            milli = shape.gpu_milli or MILLI_PER_GPU
+            fresh = index.first_fits(state, shape, milli, chosen, nodes=everywhere, limit=99)
+            assert np.flatnonzero(room.fits(shape, milli)).tolist() == sorted(n for n, _ in fresh)
+            assert (room.pods(shape, milli) == index.pods_bound(state, shape, milli, chosen)).all()
+
+
 @pytest.mark.parametrize("width", range(1, 10))
 def test_row_counts_equal_count_nonzero(width: int) -> None:
     rng = np.random.default_rng(width)
@@ -177,6 +207,12 @@ def test_cycles_plan_the_same_without_the_shortcuts(
         lambda self, key, state, shape, milli, eligible, *, nodes, limit: self.first_fits(
             state, shape, milli, eligible, nodes=nodes, limit=limit
         ),
+    )
+    monkeypatch.setattr(
+        Room, "fits", lambda self, shape, milli: np.ones(len(self.count), dtype=np.bool_)
+    )
+    monkeypatch.setattr(
+        Room, "pods", lambda self, shape, milli: np.full(len(self.count), 2**40, dtype=np.int64)
     )
     slow = [_plan(s, policy, shapes) for s in snapshots]
     assert all(len(plan[1]) > 0 for plan in fast)  # evictions: the victim search ran

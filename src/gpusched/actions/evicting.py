@@ -13,7 +13,7 @@ import numpy as np
 
 from gpusched.actions.victim_fit import Mask, fits, share_needed
 from gpusched.actions.victim_index import Victim, VictimIndex
-from gpusched.actions.victim_misses import Misses, Seen, kept_misses
+from gpusched.actions.victim_room import Rooms
 from gpusched.actions.victim_search import search_victims
 from gpusched.framework import Code, RunningJob, Session
 from gpusched.framework.sharing import variants
@@ -21,7 +21,6 @@ from gpusched.model import (
     GPU,
     Job,
     JobId,
-    QueueName,
     gpu_model_resource,
 )
 from gpusched.plugins.filters import gpu_fit_count
@@ -98,14 +97,12 @@ class Evicting:
             return  # (a job owed quota may still fit on nodes held for a reservation)
         lowest = min((r.job.priority for r in pool), default=0)
         # Requests that found no victims, until something is evicted: an identical request
-        # (shapes, priority, queue, expected end) would find none either. Exact per-node
-        # misses survive evictions and are re-checked where something changed (.victim_misses).
+        # (shapes, priority, queue, expected end) would find none either. What each node would
+        # have free without a class's eligible victims is kept and updated (.victim_room).
         failed: set[tuple[object, ...]] = set()
-        memo = session.snapshot.memo
-        table = f"misses/{self.name}"
-        misses = Misses(None if memo is None else kept_misses(memo.tables.get(table)))
         attempts = 0
         index: VictimIndex | None = None  # every victim of the pool, cheapest first
+        rooms: Rooms | None = None
         for job in session.pending_jobs():
             if self.max_attempts is not None and attempts >= self.max_attempts:
                 break
@@ -130,18 +127,17 @@ class Evicting:
                 continue
             if self._placed_as_is(session, job):
                 continue  # room freed by this cycle's evictions: it fits as it is now
-            if index is None:
+            if index is None or rooms is None:
                 index = VictimIndex(session.state, self._victims(session, pool))
+                rooms = Rooms(index)
             attempts += 1
-            evicted = self._make_room(session, job, index, misses, key)
+            evicted = self._make_room(session, job, index, rooms, key)
             if evicted is None:
                 failed.add(key)
                 continue
             if evicted:  # (empty: placed with no eviction)
                 failed.clear()
                 index.remove(evicted)
-        if memo is not None:
-            memo.tables[table] = misses.renewed()
 
     def _placed_as_is(self, session: Session, job: Job) -> bool:
         """Place ``job`` with no eviction if this cycle's evictions freed room for it, under the
@@ -159,28 +155,6 @@ class Evicting:
     def cheap_check(self, session: Session, job: Job, lowest_priority: int) -> bool:
         """A quick necessary condition for ``job`` to have any victim."""
         return True
-
-    def seen(self, session: Session, job: Job) -> Seen:
-        """What decides ``job``'s eligible victims besides the nodes (:mod:`.victim_misses`):
-        the queues borrowing what it is owed, whether it is within its guarantee, and the
-        reserved nodes it may not use."""
-        quota = session.quota
-        within = quota is not None and quota.within_guarantee(job.queue, session.request(job))
-        borrowers: frozenset[QueueName] = frozenset()
-        if quota is not None:
-            res = owed(session, job)
-            borrowers = frozenset(
-                q.name
-                for q in quota.tree
-                if q.name != job.queue and quota.borrowed(q.name, res) > 0
-            )
-        end = session.snapshot.now + session.runtime_estimate(job)
-        held = frozenset(
-            n
-            for n, (start, owner) in session.blocked_nodes.items()
-            if end > start and owner != job.id
-        )
-        return Seen(session.snapshot.now, borrowers, within, held)
 
     # What the current preemptor is owed (GPUs, or GPUs of its one model) and its queue; set
     # by :meth:`_borrowers` for :meth:`_within_borrowing`.
@@ -271,17 +245,17 @@ class Evicting:
         session: Session,
         job: Job,
         index: VictimIndex,
-        misses: Misses,
+        rooms: Rooms,
         key: tuple[object, ...],
     ) -> list[Victim] | None:
         """Evict for ``job`` and place it; the victims evicted (``None``: none found)."""
-        eligible = self.eligible(session, job, index) & index.alive
+        base = self.eligible(session, job, index)
         for evictor in session.snapshot.evicted_by.get(job.id, ()):
-            eligible[index.ranks_of(evictor)] = False  # no loops: never evict one's evictor
-        free = int(session.state.gpu_idle.sum())
-        if free + int(index.gpu_milli[eligible & index.whole].sum()) < job.gpu_milli:
+            base[index.ranks_of(evictor)] = False  # no loops: never evict one's evictor
+        room = rooms.get(session.state, base)
+        if int(session.state.gpu_idle.sum()) + room.whole_gpu < job.gpu_milli:
             return None
-        chosen = search_victims(session, job, index, eligible, self, misses=misses, key=key)
+        chosen = search_victims(session, job, index, room, self, key=key)
         if chosen is None:
             return None
         reason = f"{self.reason} for {job.id}"

@@ -11,8 +11,9 @@ Elastic members come first, then whole jobs, each by cost. How the pieces fit:
   evict the set found and place ``P``;
 * :mod:`.victim_search` -- the search for a small, cheap victim set (node-local for one pod,
   pod by pod for gangs, :mod:`.victim_local`; global greedy as the fallback);
-* :mod:`.victim_index` and :mod:`.victim_misses` -- every victim of the cycle, vectorised per
-  node, and the requests that found nothing, re-checked only where something changed.
+* :mod:`.victim_index` and :mod:`.victim_room` -- every victim of the cycle, vectorised per
+  node, and what each node would have free without a class's eligible victims, kept and
+  updated only where something changed.
 
 A job that fits as it is once this cycle's evictions have freed room (more than their
 preemptors took) is placed with no eviction, as backfill would place it. Each action skips a
@@ -63,7 +64,7 @@ import numpy as np
 from gpusched.actions.evicting import Evicting, place_as_is
 from gpusched.actions.victim_fit import Mask
 from gpusched.actions.victim_index import Victim, VictimIndex
-from gpusched.actions.victim_misses import Misses
+from gpusched.actions.victim_room import Rooms
 from gpusched.framework import Session
 from gpusched.model import Job, JobId
 
@@ -131,7 +132,7 @@ class Reclaim(Evicting):
         session: Session,
         job: Job,
         index: VictimIndex,
-        misses: Misses,
+        rooms: Rooms,
         key: tuple[object, ...],
     ) -> list[Victim] | None:
         """Victims off the nodes held for a reservation first (the reservation stands);
@@ -141,8 +142,8 @@ class Reclaim(Evicting):
         held = self._held
         if held:
             session.blocked_nodes = held
-            try:  # its own key: its misses saw other nodes than the search on every node
-                chosen = super()._make_room(session, job, index, misses, (*key, "off-held"))
+            try:  # its own key: its first-fit answers saw other nodes
+                chosen = super()._make_room(session, job, index, rooms, (*key, "off-held"))
             finally:
                 session.blocked_nodes = {}
             if chosen is not None:
@@ -153,7 +154,7 @@ class Reclaim(Evicting):
                 return []
         finally:
             session.blocked_nodes = {}
-        chosen = super()._make_room(session, job, index, misses, key)
+        chosen = super()._make_room(session, job, index, rooms, key)
         # Fallbacks, each with its own key (it may take victims the searches before may not):
         # a queue's victims taken while it borrows anything; then borrowers past their budget.
         for fallback, past_budget in (("overshoot", False), ("past-budget", True)):
@@ -163,7 +164,7 @@ class Reclaim(Evicting):
                 continue
             self._overshooting, self._last_resort = self.overshoot, past_budget
             try:
-                chosen = super()._make_room(session, job, index, misses, (*key, fallback))
+                chosen = super()._make_room(session, job, index, rooms, (*key, fallback))
             finally:
                 self._overshooting = self._last_resort = False
         return chosen
