@@ -131,7 +131,7 @@ class Evicting:
                 index = VictimIndex(session.state, self._victims(session, pool))
                 rooms = Rooms(index)
             attempts += 1
-            evicted = self._make_room(session, job, index, rooms, key)
+            evicted = self._make_room(session, job, index, rooms)
             if evicted is None:
                 failed.add(key)
                 continue
@@ -246,7 +246,6 @@ class Evicting:
         job: Job,
         index: VictimIndex,
         rooms: Rooms,
-        key: tuple[object, ...],
     ) -> list[Victim] | None:
         """Evict for ``job`` and place it; the victims evicted (``None``: none found)."""
         base = self.eligible(session, job, index)
@@ -255,7 +254,7 @@ class Evicting:
         room = rooms.get(session.state, base)
         if int(session.state.gpu_idle.sum()) + room.whole_gpu < job.gpu_milli:
             return None
-        chosen = search_victims(session, job, index, room, self, key=key)
+        chosen = search_victims(session, job, index, room, self)
         if chosen is None:
             return None
         reason = f"{self.reason} for {job.id}"

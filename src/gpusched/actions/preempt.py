@@ -133,7 +133,6 @@ class Reclaim(Evicting):
         job: Job,
         index: VictimIndex,
         rooms: Rooms,
-        key: tuple[object, ...],
     ) -> list[Victim] | None:
         """Victims off the nodes held for a reservation first (the reservation stands);
         failing that, ``job`` goes as it is, with no eviction (an empty list), onto nodes
@@ -142,8 +141,8 @@ class Reclaim(Evicting):
         held = self._held
         if held:
             session.blocked_nodes = held
-            try:  # its own key: its first-fit answers saw other nodes
-                chosen = super()._make_room(session, job, index, rooms, (*key, "off-held"))
+            try:
+                chosen = super()._make_room(session, job, index, rooms)
             finally:
                 session.blocked_nodes = {}
             if chosen is not None:
@@ -154,17 +153,17 @@ class Reclaim(Evicting):
                 return []
         finally:
             session.blocked_nodes = {}
-        chosen = super()._make_room(session, job, index, rooms, key)
-        # Fallbacks, each with its own key (it may take victims the searches before may not):
-        # a queue's victims taken while it borrows anything; then borrowers past their budget.
-        for fallback, past_budget in (("overshoot", False), ("past-budget", True)):
+        chosen = super()._make_room(session, job, index, rooms)
+        # Fallbacks (each may take victims the searches before may not): a queue's victims
+        # taken while it borrows anything; then borrowers past their budget.
+        for past_budget in (False, True):
             if chosen is not None or not (
                 self._pool_past_budget if past_budget else self.overshoot
             ):
                 continue
             self._overshooting, self._last_resort = self.overshoot, past_budget
             try:
-                chosen = super()._make_room(session, job, index, rooms, (*key, fallback))
+                chosen = super()._make_room(session, job, index, rooms)
             finally:
                 self._overshooting = self._last_resort = False
         return chosen

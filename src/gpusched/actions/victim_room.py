@@ -15,8 +15,11 @@ and it answers two questions exactly:
   first-fit prefix (:meth:`~gpusched.actions.victim_index.VictimIndex.first_fits`) iff ``E_n``
   is not empty and ``room_n`` fits the pod -- running sums only grow, so some prefix fits iff
   the whole of ``E_n`` does (:meth:`Room.fits`);
-* **gang bound**: ``pods_n`` of :meth:`~gpusched.actions.victim_index.VictimIndex.pods_bound`
-  is computed from ``room_n`` (:meth:`Room.pods`).
+* **gang bound**: with every victim of ``B`` gone, how many pods of one shape could fit on
+  node ``n`` (:meth:`Room.pods`; a gang whose pods of some shape exceed ``SUM_n pods_n`` over
+  feasible nodes has no victim set at all, so the costly global search is skipped)::
+
+      pods_n = min( cpu_n / c, mem_n / m, (SUM_g floor(gpu_n[g] / s)) / k )   (integer division)
 
 **Keeping it.** ``room_n`` depends on node ``n``'s row of the state and on which of its entries
 are alive. A row changes only with the node's version stamp; an entry dies only when its victim
@@ -28,6 +31,10 @@ nodes::
 
 are recomputed. Each answer per pod shape is kept too, and brought up to date on the nodes
 recomputed since it was (:class:`Room` keeps, per node, the update that last recomputed it).
+So are each shape's first-fit keys (:meth:`~gpusched.actions.victim_index.VictimIndex.fit_keys`):
+a node's keys depend on its row and on its chosen entries with their figures (a whole victim's
+GPUs shrink when one of its members is evicted, which marks its nodes), so :meth:`Room.first_fits`
+recomputes only the nodes recomputed since, or asked now and not then (or the other way).
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from gpusched.actions.victim_index import VictimIndex, _changes, _row_counts
+from gpusched.actions.victim_index import Victim, VictimIndex, _changes, _row_counts
 from gpusched.framework import ClusterState
 from gpusched.framework.release_batch import index_ranges
 from gpusched.model import TaskShape
@@ -65,6 +72,7 @@ class Room:
 
     __slots__ = (
         "_answers",
+        "_first",
         "_recomputed",
         "_revision",
         "_stamps",
@@ -92,6 +100,7 @@ class Room:
         self._updates = 0
         self._recomputed: I64 = np.zeros(state.size, dtype=np.int64)
         self._answers: dict[tuple[str, TaskShape, int], tuple[int, Any]] = {}
+        self._first: dict[tuple[TaskShape, int], _Kept] = {}
 
     def refresh(self, state: ClusterState) -> None:
         """Bring the rooms up to date with ``state`` and the index's liveness (module
@@ -127,10 +136,30 @@ class Room:
         return mask
 
     def pods(self, shape: TaskShape, milli: int) -> I64:
-        """Per node: pods of ``shape`` that could fit were every chosen victim evicted, as
-        :meth:`~gpusched.actions.victim_index.VictimIndex.pods_bound` computes them."""
+        """Per node: pods of ``shape`` that could fit were every chosen victim evicted (each
+        GPU's share counted in units of ``milli``; module docstring)."""
         pods: I64 = self._answer("pods", shape, milli)
         return pods
+
+    def first_fits(
+        self, state: ClusterState, shape: TaskShape, milli: int, *, nodes: Mask, limit: int
+    ) -> list[tuple[int, list[Victim]]]:
+        """:meth:`~gpusched.actions.victim_index.VictimIndex.first_fits` with the chosen
+        victims, on ``state`` as of the last :meth:`refresh`; each node's keys are kept from
+        the last query of the same shape and recomputed only where they may differ (module
+        docstring)."""
+        index = self.index
+        kept = self._first.get((shape, milli))
+        if kept is None:
+            hit, keys = index.fit_keys(state, shape, milli, self.chosen, nodes=nodes)
+        else:
+            changed = (self._recomputed > kept.update) | (nodes != kept.nodes)
+            stay = ~changed[kept.hit]
+            new, more = index.fit_keys(state, shape, milli, self.chosen, nodes=changed & nodes)
+            hit = np.concatenate((kept.hit[stay], new))
+            keys = np.concatenate((kept.keys[stay], more))
+        self._first[shape, milli] = _Kept(hit, keys, nodes.copy(), self._updates)
+        return index.ranked(hit, keys, self.chosen, limit)
 
     def _answer(self, kind: str, shape: TaskShape, milli: int) -> Any:
         key = (kind, shape, milli)
@@ -147,6 +176,19 @@ class Room:
             out[nodes] = compute(self, shape, milli, nodes)
         self._answers[key] = (done, out)
         return out
+
+
+class _Kept:
+    """One shape's first-fit keys: nodes ``hit`` with their ``keys`` among the asked
+    ``nodes``, as of update ``update`` of the room."""
+
+    __slots__ = ("hit", "keys", "nodes", "update")
+
+    def __init__(self, hit: I64, keys: I64, nodes: Mask, update: int) -> None:
+        self.hit = hit
+        self.keys = keys
+        self.nodes = nodes
+        self.update = update
 
 
 class Rooms:
@@ -223,10 +265,8 @@ def _fit(room: Room, shape: TaskShape, milli: int, nodes: I64 | None) -> Mask:
 
 
 def _pods(room: Room, shape: TaskShape, milli: int, nodes: I64 | None) -> I64:
-    """:meth:`Room.pods` on ``nodes`` (``None``: every node)::
-
-    pods_n = min( cpu_n / c, mem_n / m, (SUM_g floor(gpu_n[g] / s)) / k )   (integer division)
-    """
+    """:meth:`Room.pods` on ``nodes`` (``None``: every node; formula in the module
+    docstring)."""
     pick = slice(None) if nodes is None else nodes
     cpu = room.cpu[pick]
     pods: I64 = np.full(len(cpu), np.iinfo(np.int64).max, dtype=np.int64)

@@ -51,11 +51,9 @@ def search_victims(
     index: VictimIndex,
     room: Room,
     evicting: VictimRule,
-    *,
-    key: object,
 ) -> list[Victim] | None:
     """A small, cheap set of ``room.chosen`` victims whose eviction lets ``job`` fit (module
-    docstring); ``key``: the request's, under which the index keeps first-fit answers."""
+    docstring)."""
     gang = [t for t in job.tasks[: job.min_available] if t.id not in session.state.allocations]
     if not gang:
         return None
@@ -65,7 +63,7 @@ def search_victims(
         # One pod: only the victims on the node it lands on matter, so the node-local search
         # over every node is complete.
         task = gang[0]
-        candidates = _candidates(session, job, task, index, room, memo=(key, len(gang)))
+        candidates = _candidates(session, job, task, room)
         if not candidates:  # no node can host it, whatever is evicted: no search can succeed
             return None
         local = node_local(session, job, task, candidates, evicting)
@@ -81,33 +79,19 @@ def search_victims(
 
 
 def _candidates(
-    session: Session,
-    job: Job,
-    task: Task,
-    index: VictimIndex,
-    room: Room,
-    *,
-    memo: object,
+    session: Session, job: Job, task: Task, room: Room
 ) -> list[tuple[int, list[Victim]]]:
     """Up to :data:`NODE_LOCAL_CANDIDATES` nodes passing every filter but the resource fit
     where ``task`` fits once a prefix of their eligible victims (``room.chosen``) is gone,
-    cheapest prefix first (:meth:`VictimIndex.first_fits`), each with its eligible victims in
-    order. Only the nodes whose room fits ``task`` (:meth:`Room.fits`) can have a prefix;
-    ``memo``: the request's key, under which the index keeps each node's answer for the next
-    query (:meth:`VictimIndex.kept_first_fits`)."""
+    cheapest prefix first (:meth:`Room.first_fits`), each with its eligible victims in order.
+    Only the nodes whose room fits ``task`` (:meth:`Room.fits`) can have a prefix."""
     session.begin_job(job)
     milli = share_needed(session, task)
     nodes = room.fits(task.shape, milli) & session.feasible(task, skip=FIT)
     if not nodes.any():
         return []
-    return index.kept_first_fits(
-        (memo, task.shape, milli),
-        session.state,
-        task.shape,
-        milli,
-        room.chosen,
-        nodes=nodes,
-        limit=NODE_LOCAL_CANDIDATES,
+    return room.first_fits(
+        session.state, task.shape, milli, nodes=nodes, limit=NODE_LOCAL_CANDIDATES
     )
 
 
