@@ -9,6 +9,8 @@ evict the set and place the job on the freed capacity, nominated for those nodes
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from gpusched.actions.victim_fit import Mask, fits, share_needed
@@ -25,27 +27,41 @@ from gpusched.model import (
 )
 from gpusched.plugins.filters import gpu_fit_count
 
-__all__ = ["Evicting", "held_of", "may_fit_now", "owed", "place_as_is", "victims_of"]
+__all__ = [
+    "Evicting",
+    "borrowers_mask",
+    "held_of",
+    "kept_mask",
+    "may_fit_now",
+    "owed",
+    "place_as_is",
+    "victims_of",
+]
 
 
 def victims_of(session: Session, run: RunningJob) -> list[Victim]:
     """Each elastic member ``run`` holds beyond its gang (last bound first), then the whole
     job."""
-    allocations = session.state.allocations
-    bound = [(t, a) for t in run.job.tasks if (a := allocations.get(t.id)) is not None]
-    out = []
-    extra = len(bound) - run.job.min_available
-    for task, alloc in reversed(bound[len(bound) - extra :] if extra > 0 else []):
-        out.append(Victim(run, (task,), False, task.shape.total_gpu_milli, frozenset({alloc.node})))
-    out.append(
-        Victim(
+    get = session.state.allocations.get
+    job = run.job
+    bound = [(t, a) for t in job.tasks if (a := get(t.id)) is not None]
+    extra = len(bound) - job.min_available
+    out = [
+        Victim(run, (task,), False, task.shape.total_gpu_milli, frozenset((alloc.node,)))
+        for task, alloc in reversed(bound[len(bound) - extra :] if extra > 0 else [])
+    ]
+    if len(bound) == 1:  # (most jobs: one pod)
+        task, alloc = bound[0]
+        whole = Victim(run, (task,), True, task.shape.total_gpu_milli, frozenset((alloc.node,)))
+    else:
+        whole = Victim(
             run,
-            tuple(t for t, _ in bound),
+            tuple([t for t, _ in bound]),
             True,
-            sum(t.shape.total_gpu_milli for t, _ in bound),
-            frozenset(a.node for _, a in bound),
+            sum([t.shape.total_gpu_milli for t, _ in bound]),
+            frozenset([a.node for _, a in bound]),
         )
-    )
+    out.append(whole)
     return out
 
 
@@ -73,7 +89,8 @@ class Evicting:
         raise NotImplementedError
 
     def eligible(self, session: Session, job: Job, index: VictimIndex) -> Mask:
-        """Which victims of ``index`` ``job`` may take (before :meth:`still_eligible`)."""
+        """Which victims of ``index`` ``job`` may take (before :meth:`still_eligible`);
+        read-only (it may be kept per index, :func:`kept_mask`)."""
         raise NotImplementedError
 
     #: Whether nodes held for a reservation are open to this action's preemptors.
@@ -157,27 +174,26 @@ class Evicting:
         return True
 
     # What the current preemptor is owed (GPUs, or GPUs of its one model) and its queue; set
-    # by :meth:`_borrowers` for :meth:`_within_borrowing`.
+    # by :meth:`_borrowing` for :meth:`_within_borrowing`.
     _resource = GPU
     _queue = ""
 
-    def _borrowers(self, session: Session, job: Job, index: VictimIndex) -> Mask:
-        """Victims of queues other than ``job``'s that borrow what ``job`` is owed: GPUs, or,
-        when it asks for one GPU model, GPUs of that model (guarantees are per model too)."""
+    def _borrowing(self, session: Session, job: Job, index: VictimIndex) -> tuple[bool, ...]:
+        """Per queue of ``index.queue_names``: whether it is another queue than ``job``'s that
+        borrows what ``job`` is owed: GPUs, or, when it asks for one GPU model, GPUs of that
+        model (guarantees are per model too)."""
         quota = session.quota
         assert quota is not None
         res = self._resource = owed(session, job)
         self._queue = job.queue
-        names = index.queue_names
-        borrowing = np.array(
-            [q != job.queue and q in quota.tree and quota.borrowed(q, res) > 0 for q in names],
-            dtype=np.bool_,
+        return tuple(
+            q != job.queue and q in quota.tree and quota.borrowed(q, res) > 0
+            for q in index.queue_names
         )
-        return borrowing[index.queue]
 
     def _within_borrowing(self, session: Session, victim: Victim, taken: list[Victim]) -> bool:
         """Take a borrower only while its queue keeps borrowing at least what the victim holds
-        of the resource owed (:meth:`_borrowers`), so no queue is pushed below its own
+        of the resource owed (:meth:`_borrowing`), so no queue is pushed below its own
         guarantee; a victim holding none of it is no help."""
         quota = session.quota
         assert quota is not None
@@ -249,8 +265,11 @@ class Evicting:
     ) -> list[Victim] | None:
         """Evict for ``job`` and place it; the victims evicted (``None``: none found)."""
         base = self.eligible(session, job, index)
-        for evictor in session.snapshot.evicted_by.get(job.id, ()):
-            base[index.ranks_of(evictor)] = False  # no loops: never evict one's evictor
+        evictors = session.snapshot.evicted_by.get(job.id, ())
+        if evictors:  # no loops: never evict one's evictor
+            base = base.copy()  # (eligibility masks are kept per index: read-only)
+            for evictor in evictors:
+                base[index.ranks_of(evictor)] = False
         room = rooms.get(session.state, base)
         if int(session.state.gpu_idle.sum()) + room.whole_gpu < job.gpu_milli:
             return None
@@ -269,6 +288,23 @@ class Evicting:
             nodes = {b.node for b in session.plan.binds[before:]}
             session.plan.nominations[job.id] = tuple(sorted(nodes))
         return chosen
+
+
+def kept_mask(index: VictimIndex, key: object, build: Callable[[], Mask]) -> Mask:
+    """The mask ``build`` makes, kept in ``index.masks`` under ``key`` (built once per index;
+    read-only: copy it to change it)."""
+    mask = index.masks.get(key)
+    if mask is None:
+        mask = index.masks[key] = build()
+    return mask
+
+
+def borrowers_mask(index: VictimIndex, borrowing: tuple[bool, ...]) -> Mask:
+    """Victims of the queues ``borrowing`` marks (one flag per ``index.queue_names``), kept
+    per index (:func:`kept_mask`)."""
+    return kept_mask(
+        index, ("borrowers", borrowing), lambda: np.array(borrowing, dtype=np.bool_)[index.queue]
+    )
 
 
 def place_as_is(session: Session, job: Job) -> bool:

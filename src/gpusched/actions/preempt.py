@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpusched.actions.evicting import Evicting, place_as_is
+from gpusched.actions.evicting import Evicting, borrowers_mask, kept_mask, place_as_is
 from gpusched.actions.victim_fit import Mask
 from gpusched.actions.victim_index import Victim, VictimIndex
 from gpusched.actions.victim_room import Rooms
@@ -95,7 +95,6 @@ class Reclaim(Evicting):
         self.overshoot = overshoot
         self._pool_past_budget = past_budget
         self._last_resort = False
-        self._budget: tuple[VictimIndex, Mask] | None = None
 
     def wants(self, session: Session, job: Job) -> bool:
         quota = session.quota
@@ -106,23 +105,28 @@ class Reclaim(Evicting):
         )
 
     def eligible(self, session: Session, job: Job, index: VictimIndex) -> Mask:
-        borrowers = self._borrowers(session, job, index)
+        borrowing = self._borrowing(session, job, index)
         if not self._pool_past_budget or self._last_resort:
-            return borrowers
-        return borrowers & self._within_budget(session, index)
+            return borrowers_mask(index, borrowing)
+        return kept_mask(
+            index,
+            ("borrowers-within-budget", borrowing),
+            lambda: borrowers_mask(index, borrowing) & self._within_budget(session, index),
+        )
 
     def _within_budget(self, session: Session, index: VictimIndex) -> Mask:
         """Victims of ``index`` evicted fewer than ``max_evictions`` times before (kept per
         index: the counts are the snapshot's, fixed within a cycle)."""
-        if self._budget is None or self._budget[0] is not index:
-            counts = session.snapshot.evictions
-            mask = np.fromiter(
+        counts = session.snapshot.evictions
+        return kept_mask(
+            index,
+            "within-budget",
+            lambda: np.fromiter(
                 (counts.get(v.job.id, 0) < self.max_evictions for v in index.victims),
                 np.bool_,
                 len(index.victims),
-            )
-            self._budget = (index, mask)
-        return self._budget[1]
+            ),
+        )
 
     def still_eligible(self, session: Session, victim: Victim, taken: list[Victim]) -> bool:
         return self._within_borrowing(session, victim, taken)
@@ -205,16 +209,28 @@ class Preempt(Evicting):
 
     def eligible(self, session: Session, job: Job, index: VictimIndex) -> Mask:
         self._queue = job.queue
-        lower = index.priority < job.priority
+        lower = kept_mask(index, ("lower", job.priority), lambda: index.priority < job.priority)
         quota = session.quota
         if quota is None:
             return lower
-        own = np.array([q == job.queue for q in index.queue_names], dtype=np.bool_)[index.queue]
+        own = kept_mask(
+            index,
+            ("own", job.priority, job.queue),
+            lambda: (
+                lower
+                & np.array([q == job.queue for q in index.queue_names], dtype=np.bool_)[index.queue]
+            ),
+        )
         if not quota.within_guarantee(job.queue, session.request(job)):
-            return lower & own
+            return own
         # Across queues only from borrowers, and only what they borrow: evicting a queue's
         # guaranteed work would be reclaimed back, evicting the preemptor (a loop).
-        return lower & (own | self._borrowers(session, job, index))
+        borrowing = self._borrowing(session, job, index)
+        return kept_mask(
+            index,
+            ("own-or-borrowers", job.priority, job.queue, borrowing),
+            lambda: own | (lower & borrowers_mask(index, borrowing)),
+        )
 
     def still_eligible(self, session: Session, victim: Victim, taken: list[Victim]) -> bool:
         if session.quota is None or victim.job.queue == self._queue:

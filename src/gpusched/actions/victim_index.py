@@ -70,16 +70,17 @@ class VictimIndex:
     """Entries of ``victims`` (already in victim order) on ``state`` (module docstring).
 
     ``alive[v]`` is cleared for victims evicted since (:meth:`remove`); the arrays
-    ``priority``, ``whole``, ``gpu_milli``, ``start`` (of the running job) and ``queue`` (an
-    index into ``queue_names``) are per victim, in order.
+    ``priority``, ``whole``, ``gpu_milli`` and ``queue`` (an index into ``queue_names``) are
+    per victim, in order.
     """
 
     def __init__(self, state: ClusterState, victims: Sequence[Victim]) -> None:
         self.victims: list[Victim] = list(victims)
         count = len(victims)
-        self.priority: I64 = np.fromiter((v.job.priority for v in victims), np.int64, count)
-        self.whole: Mask = np.fromiter((v.whole for v in victims), np.bool_, count)
-        self.gpu_milli: I64 = np.fromiter((v.gpu_milli for v in victims), np.int64, count)
+        jobs = [v.run.job for v in victims]
+        self.priority: I64 = np.array([j.priority for j in jobs], dtype=np.int64)
+        self.whole: Mask = np.array([v.whole for v in victims], dtype=np.bool_)
+        self.gpu_milli: I64 = np.array([v.gpu_milli for v in victims], dtype=np.int64)
         self.alive: Mask = np.ones(count, dtype=np.bool_)
         #: ``touched[v]``: the :attr:`revision` at which victim ``v`` was last evicted or made
         #: smaller (0: never), so a kept answer (:mod:`.victim_room`) can tell whose entries
@@ -87,12 +88,26 @@ class VictimIndex:
         self.touched: I64 = np.zeros(count, dtype=np.int64)
         self.revision = 0
         self._low = int(self.priority.min()) if count else 0
-        self.start: NDArray[np.float64] = np.fromiter((v.run.start for v in victims), float, count)
-        self.queue_names: tuple[QueueName, ...] = tuple(sorted({v.job.queue for v in victims}))
+        self.queue_names: tuple[QueueName, ...] = tuple(sorted({j.queue for j in jobs}))
         code = {q: i for i, q in enumerate(self.queue_names)}
-        self.queue: I64 = np.fromiter((code[v.job.queue] for v in victims), np.int64, count)
+        self.queue: I64 = np.array([code[j.queue] for j in jobs], dtype=np.int64)
         self._rank: dict[int, int] = {id(v): r for r, v in enumerate(victims)}
+        #: Masks over the victims that an action keeps for this index, by its own keys
+        #: (eligibility classes recur from preemptor to preemptor); read-only once made.
+        self.masks: dict[object, Mask] = {}
         self._of_job: dict[JobId, list[int]] = {}
+        for rank, job in enumerate(jobs):
+            ranks_of = self._of_job.get(job.id)
+            if ranks_of is None:
+                self._of_job[job.id] = [rank]
+            else:
+                ranks_of.append(rank)
+        self._build_entries(state, victims)
+
+    def _build_entries(self, state: ClusterState, victims: Sequence[Victim]) -> None:
+        """One entry per (victim, node) (module docstring), sorted by node; the victims'
+        order is kept within a node. A GPU's share is summed over the entry's pods as one
+        ``bincount`` over (entry, slot) pairs."""
         members: set[TaskId] = {t.id for v in victims if not v.whole for t in v.tasks}
         allocations = state.allocations
         width = state.gpu_slots
@@ -100,33 +115,50 @@ class VictimIndex:
         ranks: list[int] = []
         cpu: list[int] = []
         mem: list[int] = []
-        gpu: list[list[int]] = []
+        slots: list[int] = []  # entry * width + GPU, one per GPU of each pod
+        shares: list[int] = []
         for rank, v in enumerate(victims):
-            self._of_job.setdefault(v.job.id, []).append(rank)
-            at: dict[int, int] = {}  # node -> entry position
-            for task in v.tasks:
+            tasks = v.tasks
+            if len(tasks) == 1 and not (v.whole and tasks[0].id in members):  # one pod
+                a = allocations[tasks[0].id]
+                at = len(nodes) * width
+                nodes.append(a.node)
+                ranks.append(rank)
+                cpu.append(a.cpu_milli)
+                mem.append(a.memory_mib)
+                for g in a.gpus:
+                    slots.append(at + g)
+                    shares.append(a.gpu_milli)
+                continue
+            where: dict[int, int] = {}  # node -> entry position
+            for task in tasks:
                 if v.whole and task.id in members:
                     continue
                 a = allocations[task.id]
-                pos = at.get(a.node)
+                pos = where.get(a.node)
                 if pos is None:
-                    pos = at[a.node] = len(nodes)
+                    pos = where[a.node] = len(nodes)
                     nodes.append(a.node)
                     ranks.append(rank)
                     cpu.append(0)
                     mem.append(0)
-                    gpu.append([0] * width)
                 cpu[pos] += a.cpu_milli
                 mem[pos] += a.memory_mib
-                row = gpu[pos]
                 for g in a.gpus:
-                    row[g] += a.gpu_milli
-        order = np.argsort(np.asarray(nodes, dtype=np.int64), kind="stable")
-        self.e_node: I64 = np.asarray(nodes, dtype=np.int64)[order]
-        self.e_victim: I64 = np.asarray(ranks, dtype=np.int64)[order]
-        self.e_cpu: I64 = np.asarray(cpu, dtype=np.int64)[order]
-        self.e_mem: I64 = np.asarray(mem, dtype=np.int64)[order]
-        self.e_gpu: I64 = np.asarray(gpu, dtype=np.int64).reshape(-1, width)[order]
+                    slots.append(pos * width + g)
+                    shares.append(a.gpu_milli)
+        node = np.array(nodes, dtype=np.int64)
+        order = np.argsort(node, kind="stable")
+        gpu = np.bincount(
+            np.array(slots, dtype=np.int64),
+            np.array(shares, dtype=np.int64),
+            minlength=len(nodes) * width,
+        ).astype(np.int64)  # (float sums of small integers: exact)
+        self.e_node: I64 = node[order]
+        self.e_victim: I64 = np.array(ranks, dtype=np.int64)[order]
+        self.e_cpu: I64 = np.array(cpu, dtype=np.int64)[order]
+        self.e_mem: I64 = np.array(mem, dtype=np.int64)[order]
+        self.e_gpu: I64 = gpu.reshape(-1, width)[order]
         #: Entries of node ``n`` are ``node_start[n] .. node_start[n + 1]``.
         self.node_start: I64 = np.searchsorted(self.e_node, np.arange(state.size + 1))
 
