@@ -33,6 +33,7 @@ from gpusched.model import (
     Job,
     Task,
 )
+from gpusched.plugins.filters import gpu_fit_count
 
 __all__ = [
     "DETERMINISTIC",
@@ -193,6 +194,8 @@ def row_check_is_placement(session: Session, task: Task) -> bool:
     random numbers, and when ``task`` fits on no node as it is the scratch placement scores
     only nodes the release changed, whose scratch version stamps no later state carries -- so
     no cache entry it would have made is ever read. Otherwise (``False``) the check is run.
+    (That ``task`` fits nowhere as it is shows first, cheaply, when no node has ``k`` GPUs
+    with its share free: the resource fit's GPU term.)
     """
     profile = session.profile
     s = task.shape
@@ -209,6 +212,9 @@ def row_check_is_placement(session: Session, task: Task) -> bool:
         return False
     if profile.gpu_as_integer and s.is_sharing:  # as place_task sees it
         task = Task(task.id, task.job, replace(s, gpu_milli=MILLI_PER_GPU))
+    k = s.num_gpu
+    if k and int(gpu_fit_count(session.state, task.shape.gpu_milli).max(initial=0)) < k:
+        return True  # no node has the GPUs free: the resource fit fails everywhere
     return not session.feasible(task).any()
 
 

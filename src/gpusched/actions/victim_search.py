@@ -87,7 +87,10 @@ def _candidates(
     Only the nodes whose room fits ``task`` (:meth:`Room.fits`) can have a prefix."""
     session.begin_job(job)
     milli = share_needed(session, task)
-    nodes = room.fits(task.shape, milli) & session.feasible(task, skip=FIT)
+    fit = room.fits(task.shape, milli)
+    if not fit.any():  # (then no need to ask the filters)
+        return []
+    nodes = fit & session.feasible(task, skip=FIT)
     if not nodes.any():
         return []
     return room.first_fits(
@@ -105,8 +108,10 @@ def _gang_may_fit(session: Session, job: Job, gang: list[Task], room: Room) -> b
         by_shape.setdefault(task.shape, []).append(task)
     for shape, tasks in by_shape.items():
         task, k = tasks[0], len(tasks)
-        pods = room.pods(shape, share_needed(session, task))[session.feasible(task, skip=FIT)]
-        if int(np.minimum(pods, k).sum()) < k:
+        pods = room.pods(shape, share_needed(session, task))
+        if int(np.minimum(pods, k).sum()) < k:  # even on every node (then no need to filter)
+            return False
+        if int(np.minimum(pods[session.feasible(task, skip=FIT)], k).sum()) < k:
             return False
     return True
 
