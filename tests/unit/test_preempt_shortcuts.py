@@ -7,6 +7,8 @@
   :meth:`~gpusched.actions.victim_index.VictimIndex.first_fits`, through evictions of whole
   jobs and of elastic members and binds, for several classes, shapes and node masks asked in
   turn;
+* the node-local search's floor (the cheapest one-victim set) is no dearer than any set of
+  the victims, so a node whose floor is no cheaper than the best set may be skipped;
 * the per-row GPU count equals ``count_nonzero`` for every width;
 * whole cycles of the cycle benchmark (cold and steady, with and without topology) plan the
   same binds, evictions and nominations with the shortcuts as without them (no memo, the
@@ -16,6 +18,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Iterator
 
@@ -24,6 +27,7 @@ import pytest
 
 from builders import make_node, make_state
 from gpusched.actions import victim_local
+from gpusched.actions.victim_fit import set_cost
 from gpusched.actions.victim_index import Victim, VictimIndex, _row_counts
 from gpusched.actions.victim_room import Room, Rooms
 from gpusched.framework import ClusterState, Eviction, PluginContext, RunningJob, Snapshot
@@ -148,6 +152,18 @@ def test_rooms_answer_as_the_index_does_through_changes(seed: int) -> None:
             assert _same(room.first_fits(state, shape, milli, nodes=nodes, limit=99), fresh)
             top = room.first_fits(state, shape, milli, nodes=nodes, limit=2)
             assert _same(top, fresh[:2])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_floor_is_no_dearer_than_any_set_of_the_victims(seed: int) -> None:
+    rng = random.Random(seed)
+    _, victims = _cluster(rng)
+    some = rng.sample(victims, min(6, len(victims)))
+    floor = victim_local._floor(some)
+    for size in range(1, len(some) + 1):
+        for taken in itertools.combinations(some, size):
+            assert set_cost(list(taken)) >= floor
+    assert floor in [set_cost([v]) for v in some]
 
 
 @pytest.mark.parametrize("width", range(1, 10))

@@ -134,15 +134,32 @@ def node_local(
     the cheapest sets are checked in turn with the profile's full placement. Returns the first
     that passes (empty: ``task`` fits as it is), or ``None`` when
     every candidate failed the full check (the caller falls back to the global search).
+
+    When the row test is the full check (:func:`row_check_is_placement`) only the first
+    cheapest set is wanted, and ``task`` fits on no node as it is, so every set holds a
+    victim: a node whose cheapest single victim already costs at least the best set so far
+    (:func:`_floor`) cannot give a cheaper one (a later equal one loses the tie) and is
+    skipped.
     """
+    if candidates and row_check_is_placement(session, task):
+        best: list[Victim] | None = None
+        cost = (0, 0, 0, 0)
+        for node, victims in candidates:
+            if best is not None and _floor(victims) >= cost:
+                continue
+            got = on_node(session, node, task, victims, evicting)
+            if got is None:
+                continue
+            got_cost = set_cost(got)
+            if best is None or got_cost < cost:
+                best, cost = got, got_cost
+        return best
     sets = []
     for node, victims in candidates:
         got = on_node(session, node, task, victims, evicting)
         if got is not None:
             sets.append(got)
     sets.sort(key=set_cost)
-    if sets and row_check_is_placement(session, task):
-        return sets[0]
     original = session.state
     for best in sets:
         session.state = scratch = original.copy()
@@ -153,6 +170,21 @@ def node_local(
         finally:
             session.state = original
     return None
+
+
+def _floor(victims: list[Victim]) -> tuple[int, int, int, int]:
+    """A floor under :func:`set_cost` of every non-empty subset of ``victims``: the cheapest
+    one-victim set, ``min_v set_cost([v])``. A set with a whole job has at least one, and a top
+    priority at least that job's; one without has members only; either frees at least one
+    victim's GPUs and evicts at least one."""
+    return min(
+        (1, v.run.job.priority, v.gpu_milli, 1) if v.whole else (0, _NO_TOP, v.gpu_milli, 1)
+        for v in victims
+    )
+
+
+#: :func:`set_cost`'s top priority of a set without whole jobs.
+_NO_TOP = -(2**62)
 
 
 #: Filters whose verdict for a task without NUMA-local CPUs or MIG instances depends on the
