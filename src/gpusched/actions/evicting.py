@@ -238,7 +238,18 @@ class Evicting:
         order = session.profile.victim_order
         memo = session.snapshot.memo
         if memo is None:
-            victims = [v for r in pool for v in victims_of(session, r)]
+            get = session.state.allocations.get
+            victims = []
+            for r in pool:
+                tasks = r.job.tasks
+                if len(tasks) == 1 and (a := get(tasks[0].id)) is not None:
+                    # (victims_of's one-pod case, inline: most running jobs have one pod)
+                    shape = tasks[0].shape
+                    victims.append(
+                        Victim(r, tasks, True, shape.total_gpu_milli, frozenset((a.node,)))
+                    )
+                else:
+                    victims.extend(victims_of(session, r))
         else:  # a running record's victims are fixed (memo contract) unless it shrank
             old = memo.tables.get(_MEMO_TABLE, {})
             fresh: dict[JobId, tuple[object, list[Victim]]] = {}
