@@ -3,8 +3,9 @@
 Random clusters hold random running jobs (one or several pods, whole or shared GPUs); victims
 are those jobs in a random order with random priorities. For a random one-pod request and a
 random eligibility mask, :meth:`VictimIndex.first_fits` must rank every node whose eligible
-victims (taken in order) make room exactly as a plain loop does, and
-:meth:`VictimIndex.pods_bound` must match the per-node count with every eligible victim gone.
+victims (taken in order) make room exactly as a plain loop does, the class's room
+(:class:`~gpusched.actions.victim_room.Room`) must name those nodes, and its gang bound must
+match the per-node count with every eligible victim gone.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 from builders import make_node, make_state
 from gpusched.actions.victim_index import Victim, VictimIndex
+from gpusched.actions.victim_room import Rooms
 from gpusched.framework import ClusterState, RunningJob
 from gpusched.model import MILLI_PER_GPU, Job, JobId, Task, TaskId, TaskShape
 
@@ -94,6 +96,8 @@ def test_first_fits_ranks_nodes_as_a_per_node_walk(
     got = index.first_fits(state, shape, shape.gpu_milli, eligible, nodes=everywhere, limit=99)
     walked = _walk(state, victims, shape, eligible)
     assert sorted(node for node, _ in got) == sorted(walked)
+    room = Rooms(index).get(state, eligible)
+    assert np.flatnonzero(room.fits(shape, shape.gpu_milli)).tolist() == sorted(walked)
     keys = [walked[node] for node, _ in got]
     assert keys == sorted(keys), "nodes not in order of their prefix's cost"
     for node, listed in got:
@@ -107,12 +111,12 @@ def test_first_fits_ranks_nodes_as_a_per_node_walk(
 
 @settings(max_examples=150, deadline=None)
 @given(cases())
-def test_pods_bound_counts_room_with_every_eligible_victim_gone(
+def test_gang_bound_counts_room_with_every_eligible_victim_gone(
     case: tuple[ClusterState, list[Victim], TaskShape, np.ndarray],
 ) -> None:
     state, victims, shape, eligible = case
     index = VictimIndex(state, victims)
-    bound = index.pods_bound(state, shape, shape.gpu_milli, eligible)
+    bound = Rooms(index).get(state, eligible).pods(shape, shape.gpu_milli)
     after = state.copy()
     after.release_many(t.id for r, v in enumerate(victims) if eligible[r] for t in v.tasks)
     for node in range(state.size):

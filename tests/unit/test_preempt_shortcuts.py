@@ -1,19 +1,24 @@
 """The victim search's shortcuts give the answers of the searches they replace.
 
-* :class:`~gpusched.actions.victim_index.FirstFitMemo` (each node's first-fit keys kept from
-  query to query, recomputed where something changed) ranks nodes exactly as a fresh
+* :class:`~gpusched.actions.victim_room.Room` (each node's room without a class's eligible
+  victims, kept and updated where something changed) names exactly the nodes with a first-fit
+  prefix, counts a gang's pods as a fresh release of the victims does, and ranks nodes
+  (first-fit keys kept from query to query) exactly as a fresh
   :meth:`~gpusched.actions.victim_index.VictimIndex.first_fits`, through evictions of whole
-  jobs and of elastic members, binds, eligibility changes and other node masks;
-* :meth:`~gpusched.actions.victim_index.VictimIndex.pods_bound` on some nodes gives those
-  nodes' figures of the full call;
+  jobs and of elastic members and binds, for several classes, shapes and node masks asked in
+  turn;
+* the node-local search's floor (the cheapest one-victim set) is no dearer than any set of
+  the victims, so a node whose floor is no cheaper than the best set may be skipped;
 * the per-row GPU count equals ``count_nonzero`` for every width;
 * whole cycles of the cycle benchmark (cold and steady, with and without topology) plan the
-  same binds, evictions and nominations with the shortcuts as without them (no memo, and the
-  full placement check after every node-local search).
+  same binds, evictions and nominations with the shortcuts as without them (no memo, the
+  full placement check after every node-local search, and no room: every node a candidate,
+  every gang searched for).
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Iterator
 
@@ -22,7 +27,9 @@ import pytest
 
 from builders import make_node, make_state
 from gpusched.actions import victim_local
-from gpusched.actions.victim_index import FirstFitMemo, Victim, VictimIndex, _row_counts
+from gpusched.actions.victim_fit import set_cost
+from gpusched.actions.victim_index import Victim, VictimIndex, _row_counts
+from gpusched.actions.victim_room import Room, Rooms
 from gpusched.framework import ClusterState, Eviction, PluginContext, RunningJob, Snapshot
 from gpusched.model import MILLI_PER_GPU, Job, JobId, NodeName, Task, TaskId, TaskShape
 from gpusched.scheduler import build_profile, policy_spec, schedule
@@ -100,41 +107,63 @@ def _same(a: list[tuple[int, list[Victim]]], b: list[tuple[int, list[Victim]]]) 
     return [(n, [id(v) for v in vs]) for n, vs in a] == [(n, [id(v) for v in vs]) for n, vs in b]
 
 
+def _pods_after(
+    state: ClusterState, index: VictimIndex, chosen: np.ndarray, shape: TaskShape, milli: int
+) -> list[int]:
+    """Per node: pods of ``shape`` that fit once every ``chosen`` victim is released."""
+    after = state.copy()
+    gone = {t.id for r in np.flatnonzero(chosen) for t in index.victims[r].tasks}
+    after.release_many(t for t in gone if t in after.allocations)
+    pods = []
+    for n in range(state.size):
+        units = int((after.gpu_free[n] // milli).sum()) // shape.num_gpu if shape.num_gpu else 99
+        by_cpu = int(after.cpu_free[n]) // shape.cpu_milli if shape.cpu_milli else 99
+        pods.append(min(units, by_cpu, int(after.mem_free[n]) // shape.memory_mib))
+    return pods
+
+
 @pytest.mark.parametrize("seed", range(40))
-def test_kept_first_fits_rank_as_fresh_ones_through_changes(seed: int) -> None:
+def test_rooms_answer_as_the_index_does_through_changes(seed: int) -> None:
     rng = random.Random(seed)
     state, victims = _cluster(rng)
     index = VictimIndex(state, victims)
-    want = TaskShape(
-        cpu_milli=rng.randint(0, 8) * 1000,
-        memory_mib=1024,
-        num_gpu=rng.randint(1, GPUS),
-        gpu_milli=rng.choice([MILLI_PER_GPU, 500]),
-    )
-    memo = FirstFitMemo(want, want.gpu_milli)
-    for eligible, nodes in _changes(rng, state, index):
-        fresh = index.first_fits(state, want, want.gpu_milli, eligible, nodes=nodes, limit=99)
-        kept = memo.first_fits(index, state, eligible, nodes=nodes, limit=99)
-        assert _same(kept, fresh)
-        top = index.kept_first_fits(
-            "k", state, want, want.gpu_milli, eligible, nodes=nodes, limit=2
-        )
-        assert _same(top, fresh[:2])
+    rooms = Rooms(index)
+    jobs = sorted({v.job.id for v in victims})
+    classes = []  # eligibility is per job (an action's rule), members as their whole job
+    for p in (0.5, 0.8, 1.0):
+        taken = {j for j in jobs if rng.random() < p}
+        classes.append(np.array([v.job.id in taken for v in victims], dtype=np.bool_))
+    shapes = [_shape(rng) for _ in range(3)]
+    everywhere = np.ones(state.size, dtype=np.bool_)
+    for _, nodes in _changes(rng, state, index):
+        base = rng.choice(classes)
+        room = rooms.get(state, base.copy())
+        chosen = base & index.alive
+        assert (room.chosen == chosen).all()
+        assert room.whole_gpu == int(index.gpu_milli[chosen & index.whole].sum())
+        for shape in rng.sample(shapes, 2):
+            milli = shape.gpu_milli or MILLI_PER_GPU
+            fresh = index.first_fits(state, shape, milli, chosen, nodes=everywhere, limit=99)
+            assert np.flatnonzero(room.fits(shape, milli)).tolist() == sorted(n for n, _ in fresh)
+            assert room.pods(shape, milli).tolist() == _pods_after(
+                state, index, chosen, shape, milli
+            )
+            fresh = index.first_fits(state, shape, milli, chosen, nodes=nodes, limit=99)
+            assert _same(room.first_fits(state, shape, milli, nodes=nodes, limit=99), fresh)
+            top = room.first_fits(state, shape, milli, nodes=nodes, limit=2)
+            assert _same(top, fresh[:2])
 
 
 @pytest.mark.parametrize("seed", range(20))
-def test_pods_bound_on_some_nodes_matches_the_full_call_there(seed: int) -> None:
+def test_floor_is_no_dearer_than_any_set_of_the_victims(seed: int) -> None:
     rng = random.Random(seed)
-    state, victims = _cluster(rng)
-    index = VictimIndex(state, victims)
-    shape = _shape(rng)
-    milli = shape.gpu_milli or MILLI_PER_GPU
-    eligible = np.array([rng.random() < 0.7 for _ in victims], dtype=np.bool_)
-    some = np.array([rng.random() < 0.5 for _ in range(state.size)], dtype=np.bool_)
-    full = index.pods_bound(state, shape, milli, eligible)
-    part = index.pods_bound(state, shape, milli, eligible, nodes=some)
-    assert (part[some] == full[some]).all()
-    assert (part[~some] == 0).all()
+    _, victims = _cluster(rng)
+    some = rng.sample(victims, min(6, len(victims)))
+    floor = victim_local._floor(some)
+    for size in range(1, len(some) + 1):
+        for taken in itertools.combinations(some, size):
+            assert set_cost(list(taken)) >= floor
+    assert floor in [set_cost([v]) for v in some]
 
 
 @pytest.mark.parametrize("width", range(1, 10))
@@ -172,11 +201,17 @@ def test_cycles_plan_the_same_without_the_shortcuts(
     fast = [_plan(s, policy, shapes) for s in snapshots]
     monkeypatch.setattr(victim_local, "row_check_is_placement", lambda session, task: False)
     monkeypatch.setattr(
-        VictimIndex,
-        "kept_first_fits",
-        lambda self, key, state, shape, milli, eligible, *, nodes, limit: self.first_fits(
-            state, shape, milli, eligible, nodes=nodes, limit=limit
+        Room,
+        "first_fits",
+        lambda self, state, shape, milli, *, nodes, limit: self.index.first_fits(
+            state, shape, milli, self.chosen, nodes=nodes, limit=limit
         ),
+    )
+    monkeypatch.setattr(
+        Room, "fits", lambda self, shape, milli: np.ones(len(self.count), dtype=np.bool_)
+    )
+    monkeypatch.setattr(
+        Room, "pods", lambda self, shape, milli: np.full(len(self.count), 2**40, dtype=np.int64)
     )
     slow = [_plan(s, policy, shapes) for s in snapshots]
     assert all(len(plan[1]) > 0 for plan in fast)  # evictions: the victim search ran

@@ -9,11 +9,13 @@ evict the set and place the job on the freed capacity, nominated for those nodes
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from gpusched.actions.victim_fit import Mask, fits, share_needed
 from gpusched.actions.victim_index import Victim, VictimIndex
-from gpusched.actions.victim_misses import Misses, Seen, kept_misses
+from gpusched.actions.victim_room import Rooms
 from gpusched.actions.victim_search import search_victims
 from gpusched.framework import Code, RunningJob, Session
 from gpusched.framework.sharing import variants
@@ -21,32 +23,45 @@ from gpusched.model import (
     GPU,
     Job,
     JobId,
-    QueueName,
     gpu_model_resource,
 )
 from gpusched.plugins.filters import gpu_fit_count
 
-__all__ = ["Evicting", "held_of", "may_fit_now", "owed", "place_as_is", "victims_of"]
+__all__ = [
+    "Evicting",
+    "borrowers_mask",
+    "held_of",
+    "kept_mask",
+    "may_fit_now",
+    "owed",
+    "place_as_is",
+    "victims_of",
+]
 
 
 def victims_of(session: Session, run: RunningJob) -> list[Victim]:
     """Each elastic member ``run`` holds beyond its gang (last bound first), then the whole
     job."""
-    allocations = session.state.allocations
-    bound = [(t, a) for t in run.job.tasks if (a := allocations.get(t.id)) is not None]
-    out = []
-    extra = len(bound) - run.job.min_available
-    for task, alloc in reversed(bound[len(bound) - extra :] if extra > 0 else []):
-        out.append(Victim(run, (task,), False, task.shape.total_gpu_milli, frozenset({alloc.node})))
-    out.append(
-        Victim(
+    get = session.state.allocations.get
+    job = run.job
+    bound = [(t, a) for t in job.tasks if (a := get(t.id)) is not None]
+    extra = len(bound) - job.min_available
+    out = [
+        Victim(run, (task,), False, task.shape.total_gpu_milli, frozenset((alloc.node,)))
+        for task, alloc in reversed(bound[len(bound) - extra :] if extra > 0 else [])
+    ]
+    if len(bound) == 1:  # (most jobs: one pod)
+        task, alloc = bound[0]
+        whole = Victim(run, (task,), True, task.shape.total_gpu_milli, frozenset((alloc.node,)))
+    else:
+        whole = Victim(
             run,
-            tuple(t for t, _ in bound),
+            tuple([t for t, _ in bound]),
             True,
-            sum(t.shape.total_gpu_milli for t, _ in bound),
-            frozenset(a.node for _, a in bound),
+            sum([t.shape.total_gpu_milli for t, _ in bound]),
+            frozenset([a.node for _, a in bound]),
         )
-    )
+    out.append(whole)
     return out
 
 
@@ -74,7 +89,8 @@ class Evicting:
         raise NotImplementedError
 
     def eligible(self, session: Session, job: Job, index: VictimIndex) -> Mask:
-        """Which victims of ``index`` ``job`` may take (before :meth:`still_eligible`)."""
+        """Which victims of ``index`` ``job`` may take (before :meth:`still_eligible`);
+        read-only (it may be kept per index, :func:`kept_mask`)."""
         raise NotImplementedError
 
     #: Whether nodes held for a reservation are open to this action's preemptors.
@@ -98,14 +114,12 @@ class Evicting:
             return  # (a job owed quota may still fit on nodes held for a reservation)
         lowest = min((r.job.priority for r in pool), default=0)
         # Requests that found no victims, until something is evicted: an identical request
-        # (shapes, priority, queue, expected end) would find none either. Exact per-node
-        # misses survive evictions and are re-checked where something changed (.victim_misses).
+        # (shapes, priority, queue, expected end) would find none either. What each node would
+        # have free without a class's eligible victims is kept and updated (.victim_room).
         failed: set[tuple[object, ...]] = set()
-        memo = session.snapshot.memo
-        table = f"misses/{self.name}"
-        misses = Misses(None if memo is None else kept_misses(memo.tables.get(table)))
         attempts = 0
         index: VictimIndex | None = None  # every victim of the pool, cheapest first
+        rooms: Rooms | None = None
         for job in session.pending_jobs():
             if self.max_attempts is not None and attempts >= self.max_attempts:
                 break
@@ -130,18 +144,17 @@ class Evicting:
                 continue
             if self._placed_as_is(session, job):
                 continue  # room freed by this cycle's evictions: it fits as it is now
-            if index is None:
+            if index is None or rooms is None:
                 index = VictimIndex(session.state, self._victims(session, pool))
+                rooms = Rooms(index)
             attempts += 1
-            evicted = self._make_room(session, job, index, misses, key)
+            evicted = self._make_room(session, job, index, rooms)
             if evicted is None:
                 failed.add(key)
                 continue
             if evicted:  # (empty: placed with no eviction)
                 failed.clear()
                 index.remove(evicted)
-        if memo is not None:
-            memo.tables[table] = misses.renewed()
 
     def _placed_as_is(self, session: Session, job: Job) -> bool:
         """Place ``job`` with no eviction if this cycle's evictions freed room for it, under the
@@ -160,50 +173,27 @@ class Evicting:
         """A quick necessary condition for ``job`` to have any victim."""
         return True
 
-    def seen(self, session: Session, job: Job) -> Seen:
-        """What decides ``job``'s eligible victims besides the nodes (:mod:`.victim_misses`):
-        the queues borrowing what it is owed, whether it is within its guarantee, and the
-        reserved nodes it may not use."""
-        quota = session.quota
-        within = quota is not None and quota.within_guarantee(job.queue, session.request(job))
-        borrowers: frozenset[QueueName] = frozenset()
-        if quota is not None:
-            res = owed(session, job)
-            borrowers = frozenset(
-                q.name
-                for q in quota.tree
-                if q.name != job.queue and quota.borrowed(q.name, res) > 0
-            )
-        end = session.snapshot.now + session.runtime_estimate(job)
-        held = frozenset(
-            n
-            for n, (start, owner) in session.blocked_nodes.items()
-            if end > start and owner != job.id
-        )
-        return Seen(session.snapshot.now, borrowers, within, held)
-
     # What the current preemptor is owed (GPUs, or GPUs of its one model) and its queue; set
-    # by :meth:`_borrowers` for :meth:`_within_borrowing`.
+    # by :meth:`_borrowing` for :meth:`_within_borrowing`.
     _resource = GPU
     _queue = ""
 
-    def _borrowers(self, session: Session, job: Job, index: VictimIndex) -> Mask:
-        """Victims of queues other than ``job``'s that borrow what ``job`` is owed: GPUs, or,
-        when it asks for one GPU model, GPUs of that model (guarantees are per model too)."""
+    def _borrowing(self, session: Session, job: Job, index: VictimIndex) -> tuple[bool, ...]:
+        """Per queue of ``index.queue_names``: whether it is another queue than ``job``'s that
+        borrows what ``job`` is owed: GPUs, or, when it asks for one GPU model, GPUs of that
+        model (guarantees are per model too)."""
         quota = session.quota
         assert quota is not None
         res = self._resource = owed(session, job)
         self._queue = job.queue
-        names = index.queue_names
-        borrowing = np.array(
-            [q != job.queue and q in quota.tree and quota.borrowed(q, res) > 0 for q in names],
-            dtype=np.bool_,
+        return tuple(
+            q != job.queue and q in quota.tree and quota.borrowed(q, res) > 0
+            for q in index.queue_names
         )
-        return borrowing[index.queue]
 
     def _within_borrowing(self, session: Session, victim: Victim, taken: list[Victim]) -> bool:
         """Take a borrower only while its queue keeps borrowing at least what the victim holds
-        of the resource owed (:meth:`_borrowers`), so no queue is pushed below its own
+        of the resource owed (:meth:`_borrowing`), so no queue is pushed below its own
         guarantee; a victim holding none of it is no help."""
         quota = session.quota
         assert quota is not None
@@ -248,7 +238,18 @@ class Evicting:
         order = session.profile.victim_order
         memo = session.snapshot.memo
         if memo is None:
-            victims = [v for r in pool for v in victims_of(session, r)]
+            get = session.state.allocations.get
+            victims = []
+            for r in pool:
+                tasks = r.job.tasks
+                if len(tasks) == 1 and (a := get(tasks[0].id)) is not None:
+                    # (victims_of's one-pod case, inline: most running jobs have one pod)
+                    shape = tasks[0].shape
+                    victims.append(
+                        Victim(r, tasks, True, shape.total_gpu_milli, frozenset((a.node,)))
+                    )
+                else:
+                    victims.extend(victims_of(session, r))
         else:  # a running record's victims are fixed (memo contract) unless it shrank
             old = memo.tables.get(_MEMO_TABLE, {})
             fresh: dict[JobId, tuple[object, list[Victim]]] = {}
@@ -271,17 +272,19 @@ class Evicting:
         session: Session,
         job: Job,
         index: VictimIndex,
-        misses: Misses,
-        key: tuple[object, ...],
+        rooms: Rooms,
     ) -> list[Victim] | None:
         """Evict for ``job`` and place it; the victims evicted (``None``: none found)."""
-        eligible = self.eligible(session, job, index) & index.alive
-        for evictor in session.snapshot.evicted_by.get(job.id, ()):
-            eligible[index.ranks_of(evictor)] = False  # no loops: never evict one's evictor
-        free = int(session.state.gpu_idle.sum())
-        if free + int(index.gpu_milli[eligible & index.whole].sum()) < job.gpu_milli:
+        base = self.eligible(session, job, index)
+        evictors = session.snapshot.evicted_by.get(job.id, ())
+        if evictors:  # no loops: never evict one's evictor
+            base = base.copy()  # (eligibility masks are kept per index: read-only)
+            for evictor in evictors:
+                base[index.ranks_of(evictor)] = False
+        room = rooms.get(session.state, base)
+        if int(session.state.gpu_idle.sum()) + room.whole_gpu < job.gpu_milli:
             return None
-        chosen = search_victims(session, job, index, eligible, self, misses=misses, key=key)
+        chosen = search_victims(session, job, index, room, self)
         if chosen is None:
             return None
         reason = f"{self.reason} for {job.id}"
@@ -296,6 +299,23 @@ class Evicting:
             nodes = {b.node for b in session.plan.binds[before:]}
             session.plan.nominations[job.id] = tuple(sorted(nodes))
         return chosen
+
+
+def kept_mask(index: VictimIndex, key: object, build: Callable[[], Mask]) -> Mask:
+    """The mask ``build`` makes, kept in ``index.masks`` under ``key`` (built once per index;
+    read-only: copy it to change it)."""
+    mask = index.masks.get(key)
+    if mask is None:
+        mask = index.masks[key] = build()
+    return mask
+
+
+def borrowers_mask(index: VictimIndex, borrowing: tuple[bool, ...]) -> Mask:
+    """Victims of the queues ``borrowing`` marks (one flag per ``index.queue_names``), kept
+    per index (:func:`kept_mask`)."""
+    return kept_mask(
+        index, ("borrowers", borrowing), lambda: np.array(borrowing, dtype=np.bool_)[index.queue]
+    )
 
 
 def place_as_is(session: Session, job: Job) -> bool:

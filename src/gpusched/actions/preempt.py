@@ -11,8 +11,9 @@ Elastic members come first, then whole jobs, each by cost. How the pieces fit:
   evict the set found and place ``P``;
 * :mod:`.victim_search` -- the search for a small, cheap victim set (node-local for one pod,
   pod by pod for gangs, :mod:`.victim_local`; global greedy as the fallback);
-* :mod:`.victim_index` and :mod:`.victim_misses` -- every victim of the cycle, vectorised per
-  node, and the requests that found nothing, re-checked only where something changed.
+* :mod:`.victim_index` and :mod:`.victim_room` -- every victim of the cycle, vectorised per
+  node, and what each node would have free without a class's eligible victims, kept and
+  updated only where something changed.
 
 A job that fits as it is once this cycle's evictions have freed room (more than their
 preemptors took) is placed with no eviction, as backfill would place it. Each action skips a
@@ -60,10 +61,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpusched.actions.evicting import Evicting, place_as_is
+from gpusched.actions.evicting import Evicting, borrowers_mask, kept_mask, place_as_is
 from gpusched.actions.victim_fit import Mask
 from gpusched.actions.victim_index import Victim, VictimIndex
-from gpusched.actions.victim_misses import Misses
+from gpusched.actions.victim_room import Rooms
 from gpusched.framework import Session
 from gpusched.model import Job, JobId
 
@@ -94,7 +95,6 @@ class Reclaim(Evicting):
         self.overshoot = overshoot
         self._pool_past_budget = past_budget
         self._last_resort = False
-        self._budget: tuple[VictimIndex, Mask] | None = None
 
     def wants(self, session: Session, job: Job) -> bool:
         quota = session.quota
@@ -105,23 +105,28 @@ class Reclaim(Evicting):
         )
 
     def eligible(self, session: Session, job: Job, index: VictimIndex) -> Mask:
-        borrowers = self._borrowers(session, job, index)
+        borrowing = self._borrowing(session, job, index)
         if not self._pool_past_budget or self._last_resort:
-            return borrowers
-        return borrowers & self._within_budget(session, index)
+            return borrowers_mask(index, borrowing)
+        return kept_mask(
+            index,
+            ("borrowers-within-budget", borrowing),
+            lambda: borrowers_mask(index, borrowing) & self._within_budget(session, index),
+        )
 
     def _within_budget(self, session: Session, index: VictimIndex) -> Mask:
         """Victims of ``index`` evicted fewer than ``max_evictions`` times before (kept per
         index: the counts are the snapshot's, fixed within a cycle)."""
-        if self._budget is None or self._budget[0] is not index:
-            counts = session.snapshot.evictions
-            mask = np.fromiter(
+        counts = session.snapshot.evictions
+        return kept_mask(
+            index,
+            "within-budget",
+            lambda: np.fromiter(
                 (counts.get(v.job.id, 0) < self.max_evictions for v in index.victims),
                 np.bool_,
                 len(index.victims),
-            )
-            self._budget = (index, mask)
-        return self._budget[1]
+            ),
+        )
 
     def still_eligible(self, session: Session, victim: Victim, taken: list[Victim]) -> bool:
         return self._within_borrowing(session, victim, taken)
@@ -131,8 +136,7 @@ class Reclaim(Evicting):
         session: Session,
         job: Job,
         index: VictimIndex,
-        misses: Misses,
-        key: tuple[object, ...],
+        rooms: Rooms,
     ) -> list[Victim] | None:
         """Victims off the nodes held for a reservation first (the reservation stands);
         failing that, ``job`` goes as it is, with no eviction (an empty list), onto nodes
@@ -141,8 +145,8 @@ class Reclaim(Evicting):
         held = self._held
         if held:
             session.blocked_nodes = held
-            try:  # its own key: its misses saw other nodes than the search on every node
-                chosen = super()._make_room(session, job, index, misses, (*key, "off-held"))
+            try:
+                chosen = super()._make_room(session, job, index, rooms)
             finally:
                 session.blocked_nodes = {}
             if chosen is not None:
@@ -153,17 +157,17 @@ class Reclaim(Evicting):
                 return []
         finally:
             session.blocked_nodes = {}
-        chosen = super()._make_room(session, job, index, misses, key)
-        # Fallbacks, each with its own key (it may take victims the searches before may not):
-        # a queue's victims taken while it borrows anything; then borrowers past their budget.
-        for fallback, past_budget in (("overshoot", False), ("past-budget", True)):
+        chosen = super()._make_room(session, job, index, rooms)
+        # Fallbacks (each may take victims the searches before may not): a queue's victims
+        # taken while it borrows anything; then borrowers past their budget.
+        for past_budget in (False, True):
             if chosen is not None or not (
                 self._pool_past_budget if past_budget else self.overshoot
             ):
                 continue
             self._overshooting, self._last_resort = self.overshoot, past_budget
             try:
-                chosen = super()._make_room(session, job, index, misses, (*key, fallback))
+                chosen = super()._make_room(session, job, index, rooms)
             finally:
                 self._overshooting = self._last_resort = False
         return chosen
@@ -205,16 +209,28 @@ class Preempt(Evicting):
 
     def eligible(self, session: Session, job: Job, index: VictimIndex) -> Mask:
         self._queue = job.queue
-        lower = index.priority < job.priority
+        lower = kept_mask(index, ("lower", job.priority), lambda: index.priority < job.priority)
         quota = session.quota
         if quota is None:
             return lower
-        own = np.array([q == job.queue for q in index.queue_names], dtype=np.bool_)[index.queue]
+        own = kept_mask(
+            index,
+            ("own", job.priority, job.queue),
+            lambda: (
+                lower
+                & np.array([q == job.queue for q in index.queue_names], dtype=np.bool_)[index.queue]
+            ),
+        )
         if not quota.within_guarantee(job.queue, session.request(job)):
-            return lower & own
+            return own
         # Across queues only from borrowers, and only what they borrow: evicting a queue's
         # guaranteed work would be reclaimed back, evicting the preemptor (a loop).
-        return lower & (own | self._borrowers(session, job, index))
+        borrowing = self._borrowing(session, job, index)
+        return kept_mask(
+            index,
+            ("own-or-borrowers", job.priority, job.queue, borrowing),
+            lambda: own | (lower & borrowers_mask(index, borrowing)),
+        )
 
     def still_eligible(self, session: Session, victim: Victim, taken: list[Victim]) -> bool:
         if session.quota is None or victim.job.queue == self._queue:

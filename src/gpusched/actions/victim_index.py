@@ -21,13 +21,9 @@ order :func:`~gpusched.actions.victim_fit.set_cost` compares) -- is a segmented 
 segmented running maximum for the priority) too. :meth:`VictimIndex.first_fits` returns the
 nodes with the cheapest prefixes, which the caller then refines exactly.
 
-**Gang bound.** :meth:`VictimIndex.pods_bound` gives, per node, how many pods of one shape could
-fit were *every* eligible victim evicted::
-
-    pods_n = min( cpu_n / c, mem_n / m, (SUM_g floor(gpu_n[g] / s)) / k )   (integer division)
-
-a necessary condition: a gang whose pods of some shape exceed ``SUM_n pods_n`` over feasible
-nodes has no victim set at all, so the costly global search is skipped.
+What every node would have free with *all* of a class's eligible victims gone -- which nodes
+have a first-fit prefix at all, and how many pods of a gang's shape could fit -- is kept per
+eligibility class by :mod:`.victim_room`, which also keeps each shape's first-fit keys.
 
 Cost: building is one pass over the victims' pods; each query is a few vector operations over
 the eligible entries (about the number of running pods), no Python loop over nodes.
@@ -46,7 +42,7 @@ from gpusched.framework import ClusterState, RunningJob
 from gpusched.framework.release_batch import index_ranges
 from gpusched.model import Job, JobId, QueueName, Task, TaskId, TaskShape
 
-__all__ = ["FirstFitMemo", "Victim", "VictimIndex"]
+__all__ = ["Victim", "VictimIndex"]
 
 I64 = NDArray[np.int64]
 Mask = NDArray[np.bool_]
@@ -74,29 +70,44 @@ class VictimIndex:
     """Entries of ``victims`` (already in victim order) on ``state`` (module docstring).
 
     ``alive[v]`` is cleared for victims evicted since (:meth:`remove`); the arrays
-    ``priority``, ``whole``, ``gpu_milli``, ``start`` (of the running job) and ``queue`` (an
-    index into ``queue_names``) are per victim, in order.
+    ``priority``, ``whole``, ``gpu_milli`` and ``queue`` (an index into ``queue_names``) are
+    per victim, in order.
     """
 
     def __init__(self, state: ClusterState, victims: Sequence[Victim]) -> None:
         self.victims: list[Victim] = list(victims)
         count = len(victims)
-        self.priority: I64 = np.fromiter((v.job.priority for v in victims), np.int64, count)
-        self.whole: Mask = np.fromiter((v.whole for v in victims), np.bool_, count)
-        self.gpu_milli: I64 = np.fromiter((v.gpu_milli for v in victims), np.int64, count)
+        jobs = [v.run.job for v in victims]
+        self.priority: I64 = np.array([j.priority for j in jobs], dtype=np.int64)
+        self.whole: Mask = np.array([v.whole for v in victims], dtype=np.bool_)
+        self.gpu_milli: I64 = np.array([v.gpu_milli for v in victims], dtype=np.int64)
         self.alive: Mask = np.ones(count, dtype=np.bool_)
         #: ``touched[v]``: the :attr:`revision` at which victim ``v`` was last evicted or made
-        #: smaller (0: never), so a :class:`FirstFitMemo` can tell whose entries changed.
+        #: smaller (0: never), so a kept answer (:mod:`.victim_room`) can tell whose entries
+        #: changed.
         self.touched: I64 = np.zeros(count, dtype=np.int64)
         self.revision = 0
         self._low = int(self.priority.min()) if count else 0
-        self.start: NDArray[np.float64] = np.fromiter((v.run.start for v in victims), float, count)
-        self.queue_names: tuple[QueueName, ...] = tuple(sorted({v.job.queue for v in victims}))
+        self.queue_names: tuple[QueueName, ...] = tuple(sorted({j.queue for j in jobs}))
         code = {q: i for i, q in enumerate(self.queue_names)}
-        self.queue: I64 = np.fromiter((code[v.job.queue] for v in victims), np.int64, count)
+        self.queue: I64 = np.array([code[j.queue] for j in jobs], dtype=np.int64)
         self._rank: dict[int, int] = {id(v): r for r, v in enumerate(victims)}
-        self._memos: dict[object, FirstFitMemo] = {}
+        #: Masks over the victims that an action keeps for this index, by its own keys
+        #: (eligibility classes recur from preemptor to preemptor); read-only once made.
+        self.masks: dict[object, Mask] = {}
         self._of_job: dict[JobId, list[int]] = {}
+        for rank, job in enumerate(jobs):
+            ranks_of = self._of_job.get(job.id)
+            if ranks_of is None:
+                self._of_job[job.id] = [rank]
+            else:
+                ranks_of.append(rank)
+        self._build_entries(state, victims)
+
+    def _build_entries(self, state: ClusterState, victims: Sequence[Victim]) -> None:
+        """One entry per (victim, node) (module docstring), sorted by node; the victims'
+        order is kept within a node. A GPU's share is summed over the entry's pods as one
+        ``bincount`` over (entry, slot) pairs."""
         members: set[TaskId] = {t.id for v in victims if not v.whole for t in v.tasks}
         allocations = state.allocations
         width = state.gpu_slots
@@ -104,33 +115,50 @@ class VictimIndex:
         ranks: list[int] = []
         cpu: list[int] = []
         mem: list[int] = []
-        gpu: list[list[int]] = []
+        slots: list[int] = []  # entry * width + GPU, one per GPU of each pod
+        shares: list[int] = []
         for rank, v in enumerate(victims):
-            self._of_job.setdefault(v.job.id, []).append(rank)
-            at: dict[int, int] = {}  # node -> entry position
-            for task in v.tasks:
+            tasks = v.tasks
+            if len(tasks) == 1 and not (v.whole and tasks[0].id in members):  # one pod
+                a = allocations[tasks[0].id]
+                at = len(nodes) * width
+                nodes.append(a.node)
+                ranks.append(rank)
+                cpu.append(a.cpu_milli)
+                mem.append(a.memory_mib)
+                for g in a.gpus:
+                    slots.append(at + g)
+                    shares.append(a.gpu_milli)
+                continue
+            where: dict[int, int] = {}  # node -> entry position
+            for task in tasks:
                 if v.whole and task.id in members:
                     continue
                 a = allocations[task.id]
-                pos = at.get(a.node)
+                pos = where.get(a.node)
                 if pos is None:
-                    pos = at[a.node] = len(nodes)
+                    pos = where[a.node] = len(nodes)
                     nodes.append(a.node)
                     ranks.append(rank)
                     cpu.append(0)
                     mem.append(0)
-                    gpu.append([0] * width)
                 cpu[pos] += a.cpu_milli
                 mem[pos] += a.memory_mib
-                row = gpu[pos]
                 for g in a.gpus:
-                    row[g] += a.gpu_milli
-        order = np.argsort(np.asarray(nodes, dtype=np.int64), kind="stable")
-        self.e_node: I64 = np.asarray(nodes, dtype=np.int64)[order]
-        self.e_victim: I64 = np.asarray(ranks, dtype=np.int64)[order]
-        self.e_cpu: I64 = np.asarray(cpu, dtype=np.int64)[order]
-        self.e_mem: I64 = np.asarray(mem, dtype=np.int64)[order]
-        self.e_gpu: I64 = np.asarray(gpu, dtype=np.int64).reshape(-1, width)[order]
+                    slots.append(pos * width + g)
+                    shares.append(a.gpu_milli)
+        node = np.array(nodes, dtype=np.int64)
+        order = np.argsort(node, kind="stable")
+        gpu = np.bincount(
+            np.array(slots, dtype=np.int64),
+            np.array(shares, dtype=np.int64),
+            minlength=len(nodes) * width,
+        ).astype(np.int64)  # (float sums of small integers: exact)
+        self.e_node: I64 = node[order]
+        self.e_victim: I64 = np.array(ranks, dtype=np.int64)[order]
+        self.e_cpu: I64 = np.array(cpu, dtype=np.int64)[order]
+        self.e_mem: I64 = np.array(mem, dtype=np.int64)[order]
+        self.e_gpu: I64 = gpu.reshape(-1, width)[order]
         #: Entries of node ``n`` are ``node_start[n] .. node_start[n + 1]``.
         self.node_start: I64 = np.searchsorted(self.e_node, np.arange(state.size + 1))
 
@@ -201,28 +229,6 @@ class VictimIndex:
         hit, keys = self.fit_keys(state, shape, milli, eligible, nodes=nodes)
         return self.ranked(hit, keys, eligible & self.alive, limit)
 
-    def kept_first_fits(
-        self,
-        key: object,
-        state: ClusterState,
-        shape: TaskShape,
-        milli: int,
-        eligible: Mask,
-        *,
-        nodes: Mask,
-        limit: int,
-    ) -> list[tuple[int, list[Victim]]]:
-        """:meth:`first_fits`, with each node's keys kept under ``key`` (one per request)
-        from the last query and recomputed only where they may differ (:class:`FirstFitMemo`).
-        At most :data:`KEPT_MEMOS` requests are kept, the least recently asked dropped."""
-        memo = self._memos.pop(key, None)
-        if memo is None or memo.shape != shape or memo.milli != milli:
-            memo = FirstFitMemo(shape, milli)
-        self._memos[key] = memo
-        if len(self._memos) > KEPT_MEMOS:
-            del self._memos[next(iter(self._memos))]
-        return memo.first_fits(self, state, eligible, nodes=nodes, limit=limit)
-
     def fit_keys(
         self, state: ClusterState, shape: TaskShape, milli: int, eligible: Mask, *, nodes: Mask
     ) -> tuple[I64, I64]:
@@ -287,130 +293,6 @@ class VictimIndex:
             ranks = self.e_victim[self.node_start[n] : self.node_start[n + 1]].tolist()
             out.append((n, [victims[r] for r in ranks if chosen[r]]))
         return out
-
-    def pods_bound(
-        self,
-        state: ClusterState,
-        shape: TaskShape,
-        milli: int,
-        eligible: Mask,
-        *,
-        nodes: Mask | None = None,
-    ) -> NDArray[np.int64]:
-        """Per node: pods of ``shape`` that could fit were every eligible victim evicted
-        (module docstring); ``milli`` as in :meth:`first_fits`. ``nodes``: only these nodes'
-        figures are wanted; the others are returned as zero (computing them would cost a
-        pass over every node)."""
-        take = self._entries(eligible, nodes)
-        node = self.e_node[take]
-        if nodes is None:
-            picked = None
-            where = node
-            size = state.size
-        else:  # the picked nodes' rows only, each entry at its node's position among them
-            picked = np.flatnonzero(nodes)
-            where = np.searchsorted(picked, node)
-            size = len(picked)
-        cpu, mem, gpu = (
-            (state.cpu_free, state.mem_free, state.gpu_free)
-            if picked is None
-            else (state.cpu_free[picked], state.mem_free[picked], state.gpu_free[picked])
-        )
-        cpu = cpu + np.bincount(where, self.e_cpu[take], minlength=size).astype(np.int64)
-        mem = mem + np.bincount(where, self.e_mem[take], minlength=size).astype(np.int64)
-        big = np.iinfo(np.int64).max
-        pods = np.full(size, big, dtype=np.int64)
-        if shape.cpu_milli:
-            pods = np.minimum(pods, cpu // shape.cpu_milli)
-        if shape.memory_mib:
-            pods = np.minimum(pods, mem // shape.memory_mib)
-        if shape.num_gpu:
-            gpu = gpu.astype(np.int64)
-            if len(take):  # entries are sorted by node: one segmented sum per node
-                starts = np.flatnonzero(np.r_[True, node[1:] != node[:-1]])
-                gpu[where[starts]] += np.add.reduceat(self.e_gpu[take], starts, axis=0)
-            units = (gpu // milli).sum(axis=1)
-            pods = np.minimum(pods, units // shape.num_gpu)
-        if picked is None:
-            return pods
-        out = np.zeros(state.size, dtype=np.int64)
-        out[picked] = pods
-        return out
-
-
-#: Requests whose first-fit keys :meth:`VictimIndex.kept_first_fits` keeps at once.
-KEPT_MEMOS = 64
-
-#: Up to this many victims changed since a memo's last query, their nodes are marked one by
-#: one; beyond it, with one pass over the entries.
-_FEW_MOVED = 32
-
-
-class FirstFitMemo:
-    """One request's first-fit keys (:meth:`VictimIndex.fit_keys`) on every node, kept from
-    query to query within one action so that each query recomputes only the nodes whose
-    answer may differ.
-
-    A node's keys depend on its row of the state, on whether it is among the asked ``nodes``,
-    on which of its entries are eligible and alive (``chosen``), and on those victims' figures
-    (a whole victim's GPUs shrink when one of its members is evicted). So, from the last query
-    to this one, the nodes to recompute are::
-
-        C = {n : stamp[n] changed}  U  {n : asked now xor then}
-            U {nodes of victims chosen now xor then, or evicted or shrunk since (touched)}
-
-    Every other node has the same row and the same chosen entries with the same figures: its
-    keys are unchanged. The answer ranks the kept keys of every node exactly as
-    :meth:`VictimIndex.first_fits` ranks freshly computed ones.
-    """
-
-    __slots__ = ("_chosen", "_hit", "_keys", "_nodes", "_revision", "_stamps", "milli", "shape")
-
-    def __init__(self, shape: TaskShape, milli: int) -> None:
-        self.shape = shape
-        self.milli = milli
-        self._stamps: I64 | None = None
-        self._nodes: Mask = np.zeros(0, dtype=np.bool_)
-        self._chosen: Mask = np.zeros(0, dtype=np.bool_)
-        self._revision = 0
-        self._hit, self._keys = _NO_HITS
-
-    def first_fits(
-        self, index: VictimIndex, state: ClusterState, eligible: Mask, *, nodes: Mask, limit: int
-    ) -> list[tuple[int, list[Victim]]]:
-        """:meth:`VictimIndex.first_fits` for this memo's request."""
-        chosen = eligible & index.alive
-        changed = self._changed(index, state, chosen, nodes)
-        if changed is None:
-            hit, keys = index.fit_keys(state, self.shape, self.milli, chosen, nodes=nodes)
-        else:
-            kept = ~changed[self._hit]
-            new, more = index.fit_keys(state, self.shape, self.milli, chosen, nodes=changed & nodes)
-            hit = np.concatenate((self._hit[kept], new))
-            keys = np.concatenate((self._keys[kept], more))
-        self._hit, self._keys = hit, keys
-        self._stamps = state.version.copy()
-        self._nodes = nodes.copy()
-        self._chosen = chosen
-        self._revision = index.revision
-        return index.ranked(hit, keys, chosen, limit)
-
-    def _changed(
-        self, index: VictimIndex, state: ClusterState, chosen: Mask, nodes: Mask
-    ) -> Mask | None:
-        """The nodes ``C`` to recompute (class docstring); ``None``: all of them."""
-        stamps = self._stamps
-        if stamps is None or len(stamps) != state.size or len(self._chosen) != len(chosen):
-            return None
-        changed: Mask = (state.version != stamps) | (nodes != self._nodes)
-        moved = (chosen != self._chosen) | (index.touched > self._revision)
-        ranks = np.flatnonzero(moved)
-        if len(ranks) > _FEW_MOVED:
-            changed[index.e_node[moved[index.e_victim]]] = True
-        else:  # a victim's nodes hold every entry of it (a smaller whole victim keeps them)
-            for r in ranks.tolist():
-                changed[list(index.victims[r].nodes)] = True
-        return changed
 
 
 _NO_HITS: tuple[I64, I64] = (np.zeros(0, dtype=np.int64), np.zeros((0, 5), dtype=np.int64))

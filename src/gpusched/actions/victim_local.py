@@ -33,6 +33,7 @@ from gpusched.model import (
     Job,
     Task,
 )
+from gpusched.plugins.filters import gpu_fit_count
 
 __all__ = [
     "DETERMINISTIC",
@@ -133,15 +134,32 @@ def node_local(
     the cheapest sets are checked in turn with the profile's full placement. Returns the first
     that passes (empty: ``task`` fits as it is), or ``None`` when
     every candidate failed the full check (the caller falls back to the global search).
+
+    When the row test is the full check (:func:`row_check_is_placement`) only the first
+    cheapest set is wanted, and ``task`` fits on no node as it is, so every set holds a
+    victim: a node whose cheapest single victim already costs at least the best set so far
+    (:func:`_floor`) cannot give a cheaper one (a later equal one loses the tie) and is
+    skipped.
     """
+    if candidates and row_check_is_placement(session, task):
+        best: list[Victim] | None = None
+        cost = (0, 0, 0, 0)
+        for node, victims in candidates:
+            if best is not None and _floor(victims) >= cost:
+                continue
+            got = on_node(session, node, task, victims, evicting)
+            if got is None:
+                continue
+            got_cost = set_cost(got)
+            if best is None or got_cost < cost:
+                best, cost = got, got_cost
+        return best
     sets = []
     for node, victims in candidates:
         got = on_node(session, node, task, victims, evicting)
         if got is not None:
             sets.append(got)
     sets.sort(key=set_cost)
-    if sets and row_check_is_placement(session, task):
-        return sets[0]
     original = session.state
     for best in sets:
         session.state = scratch = original.copy()
@@ -152,6 +170,21 @@ def node_local(
         finally:
             session.state = original
     return None
+
+
+def _floor(victims: list[Victim]) -> tuple[int, int, int, int]:
+    """A floor under :func:`set_cost` of every non-empty subset of ``victims``: the cheapest
+    one-victim set, ``min_v set_cost([v])``. A set with a whole job has at least one, and a top
+    priority at least that job's; one without has members only; either frees at least one
+    victim's GPUs and evicts at least one."""
+    return min(
+        (1, v.run.job.priority, v.gpu_milli, 1) if v.whole else (0, _NO_TOP, v.gpu_milli, 1)
+        for v in victims
+    )
+
+
+#: :func:`set_cost`'s top priority of a set without whole jobs.
+_NO_TOP = -(2**62)
 
 
 #: Filters whose verdict for a task without NUMA-local CPUs or MIG instances depends on the
@@ -193,6 +226,8 @@ def row_check_is_placement(session: Session, task: Task) -> bool:
     random numbers, and when ``task`` fits on no node as it is the scratch placement scores
     only nodes the release changed, whose scratch version stamps no later state carries -- so
     no cache entry it would have made is ever read. Otherwise (``False``) the check is run.
+    (That ``task`` fits nowhere as it is shows first, cheaply, when no node has ``k`` GPUs
+    with its share free: the resource fit's GPU term.)
     """
     profile = session.profile
     s = task.shape
@@ -209,6 +244,9 @@ def row_check_is_placement(session: Session, task: Task) -> bool:
         return False
     if profile.gpu_as_integer and s.is_sharing:  # as place_task sees it
         task = Task(task.id, task.job, replace(s, gpu_milli=MILLI_PER_GPU))
+    k = s.num_gpu
+    if k and int(gpu_fit_count(session.state, task.shape.gpu_milli).max(initial=0)) < k:
+        return True  # no node has the GPUs free: the resource fit fails everywhere
     return not session.feasible(task).any()
 
 

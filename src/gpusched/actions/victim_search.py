@@ -14,28 +14,25 @@ eviction lets a pending job ``P`` fit.
    order, checking with the full placement after 1, 2, 4, ... victims until ``P`` fits, then
    reprieve as above.
 
-Requests that found nothing are remembered per node (:mod:`.victim_misses`) and re-checked
-only where something changed.
+Before step 2, what every node would have free with all of ``V`` gone (:mod:`.victim_room`,
+kept per eligibility class and updated where something changed) tells exactly which nodes a
+pod could take, and bounds what a gang could: a request no eviction can help ends there.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
-
 import numpy as np
-from numpy.typing import NDArray
 
 from gpusched.actions.victim_fit import (
     FIT,
     NODE_LOCAL_CANDIDATES,
-    Mask,
     VictimRule,
     fits,
     share_needed,
 )
 from gpusched.actions.victim_index import Victim, VictimIndex
 from gpusched.actions.victim_local import gang_node_local, node_local
-from gpusched.actions.victim_misses import Misses, Seen
+from gpusched.actions.victim_room import Room
 from gpusched.framework import Session, Statement
 from gpusched.model import (
     Job,
@@ -45,77 +42,35 @@ from gpusched.model import (
     TaskShape,
 )
 
-
-class SearchRule(VictimRule, Protocol):
-    """An evicting action as the search sees it: its per-victim rule, what decides its
-    eligible victims besides the nodes (:mod:`.victim_misses`), and its disruption floor."""
-
-    min_runtime_s: float
-
-    def seen(self, session: Session, job: Job) -> Seen:
-        """What decides ``job``'s eligible victims besides the nodes."""
-        ...
-
-
-__all__ = ["SearchRule", "search_victims"]
+__all__ = ["search_victims"]
 
 
 def search_victims(
     session: Session,
     job: Job,
     index: VictimIndex,
-    eligible: Mask,
-    evicting: SearchRule,
-    *,
-    misses: Misses,
-    key: tuple[object, ...],
+    room: Room,
+    evicting: VictimRule,
 ) -> list[Victim] | None:
-    """A small, cheap set of victims whose eviction lets ``job`` fit (module docstring)."""
+    """A small, cheap set of ``room.chosen`` victims whose eviction lets ``job`` fit (module
+    docstring)."""
     gang = [t for t in job.tasks[: job.min_available] if t.id not in session.state.allocations]
     if not gang:
         return None
     fit_filter = any(f.name == FIT for f in session.profile.filters)
-    state = session.state
-    seen = evicting.seen(session, job)
-    key = (*key, len(gang))  # a job with pods bound already searches for fewer
-    miss = misses.get(key)
-    changed = (
-        None
-        if miss is None
-        else Misses.changed(
-            miss, state, index, eligible, seen=seen, min_runtime_s=evicting.min_runtime_s
-        )
-    )
-    if changed is None:
-        miss = None
+    eligible = room.chosen
     if len(gang) == 1 and fit_filter:
         # One pod: only the victims on the node it lands on matter, so the node-local search
         # over every node is complete.
         task = gang[0]
-        if changed is not None and not _candidates(
-            session, job, task, index, eligible, nodes=changed, limit=1
-        ):
-            misses.record(key, state, seen)
-            return None
-        candidates = _candidates(session, job, task, index, eligible, memo=key)
+        candidates = _candidates(session, job, task, room)
         if not candidates:  # no node can host it, whatever is evicted: no search can succeed
-            misses.record(key, state, seen)
             return None
         local = node_local(session, job, task, candidates, evicting)
         if local is not None:
             return local or None  # empty: it fits as it is, nothing to evict
     elif fit_filter:
-        may, terms = _gang_may_fit(
-            session,
-            job,
-            gang,
-            index,
-            eligible,
-            old=None if miss is None else miss.terms,
-            changed=changed,
-        )
-        if not may:
-            misses.record(key, state, seen, terms)
+        if not _gang_may_fit(session, job, gang, room):
             return None
         local = gang_node_local(session, job, gang, index, eligible=eligible, evicting=evicting)
         if local is not None:
@@ -124,83 +79,45 @@ def search_victims(
 
 
 def _candidates(
-    session: Session,
-    job: Job,
-    task: Task,
-    index: VictimIndex,
-    eligible: Mask,
-    *,
-    nodes: Mask | None = None,
-    limit: int = NODE_LOCAL_CANDIDATES,
-    memo: object = None,
+    session: Session, job: Job, task: Task, room: Room
 ) -> list[tuple[int, list[Victim]]]:
-    """Up to ``limit`` nodes (of ``nodes``) passing every filter but the resource fit where
-    ``task`` fits once a prefix of their eligible victims is gone, cheapest prefix first
-    (:meth:`VictimIndex.first_fits`), each with its eligible victims in order. ``memo``: the
-    request's key, under which the index keeps each node's answer for the next query
-    (:meth:`VictimIndex.kept_first_fits`)."""
+    """Up to :data:`NODE_LOCAL_CANDIDATES` nodes passing every filter but the resource fit
+    where ``task`` fits once a prefix of their eligible victims (``room.chosen``) is gone,
+    cheapest prefix first (:meth:`Room.first_fits`), each with its eligible victims in order.
+    Only the nodes whose room fits ``task`` (:meth:`Room.fits`) can have a prefix."""
     session.begin_job(job)
-    static = session.feasible(task, skip=FIT)
-    if nodes is not None:
-        static &= nodes
-    if not static.any():
-        return []
     milli = share_needed(session, task)
-    if memo is not None:
-        return index.kept_first_fits(
-            (memo, task.shape, milli),
-            session.state,
-            task.shape,
-            milli,
-            eligible,
-            nodes=static,
-            limit=limit,
-        )
-    return index.first_fits(session.state, task.shape, milli, eligible, nodes=static, limit=limit)
+    fit = room.fits(task.shape, milli)
+    if not fit.any():  # (then no need to ask the filters)
+        return []
+    nodes = fit & session.feasible(task, skip=FIT)
+    if not nodes.any():
+        return []
+    return room.first_fits(
+        session.state, task.shape, milli, nodes=nodes, limit=NODE_LOCAL_CANDIDATES
+    )
 
 
-def _gang_may_fit(
-    session: Session,
-    job: Job,
-    gang: list[Task],
-    index: VictimIndex,
-    eligible: Mask,
-    *,
-    old: dict[TaskShape, NDArray[np.int64]] | None = None,
-    changed: Mask | None = None,
-) -> tuple[bool, dict[TaskShape, NDArray[np.int64]]]:
+def _gang_may_fit(session: Session, job: Job, gang: list[Task], room: Room) -> bool:
     """Necessary condition: with every eligible victim evicted, each shape ``s`` of ``gang``
     has room for its ``k_s`` pods on nodes passing the other filters,
-    ``SUM_n min(pods_n, k_s) >= k_s`` (:meth:`VictimIndex.pods_bound`). Returns the answer and
-    each shape's per-node terms; ``old`` terms of a miss are updated on ``changed`` nodes only
-    (:mod:`.victim_misses`)."""
+    ``SUM_n min(pods_n, k_s) >= k_s`` (:meth:`Room.pods`)."""
     session.begin_job(job)
     by_shape: dict[TaskShape, list[Task]] = {}
     for task in gang:
         by_shape.setdefault(task.shape, []).append(task)
-    terms: dict[TaskShape, NDArray[np.int64]] = {}
     for shape, tasks in by_shape.items():
         task, k = tasks[0], len(tasks)
-        known = None if old is None else old.get(shape)
-        if known is not None and changed is not None:
-            term = known
-            if changed.any():
-                room = index.pods_bound(
-                    session.state, shape, share_needed(session, task), eligible, nodes=changed
-                )
-                ok = session.feasible(task, skip=FIT)[changed]
-                term[changed] = np.where(ok, np.minimum(room[changed], k), 0)
-        else:
-            room = index.pods_bound(session.state, shape, share_needed(session, task), eligible)
-            term = np.where(session.feasible(task, skip=FIT), np.minimum(room, k), 0)
-        terms[shape] = term
-        if int(term.sum()) < k:
-            return False, terms
-    return True, terms
+        pods = room.pods(shape, share_needed(session, task))
+        if int(np.minimum(pods, k).sum()) < k:  # even on every node (then no need to filter)
+            return False
+        if int(np.minimum(pods[session.feasible(task, skip=FIT)], k).sum()) < k:
+            return False
+    return True
 
 
 def _greedy(
-    session: Session, job: Job, victims: list[Victim], evicting: SearchRule
+    session: Session, job: Job, victims: list[Victim], evicting: VictimRule
 ) -> list[Victim] | None:
     """Evict ``victims`` in order on a scratch state until ``job`` fits (checked after 1, 2,
     4, ... victims), then reprieve each chosen victim (most GPUs first) that ``job`` can do
