@@ -60,6 +60,8 @@ from gpusched.model import (
     QueueSpec,
     QueueTree,
     Resources,
+    Task,
+    TaskId,
 )
 from gpusched.scheduler import build_profile, policy_spec
 from gpusched.sim import SimOptions, Simulation
@@ -173,6 +175,7 @@ class CycleRecord:
     now: float = 0.0
     running: Mapping[JobId, RunningJob] = field(default_factory=dict)
     evictions_before: Mapping[JobId, int] = field(default_factory=dict)
+    held: Mapping[JobId, frozenset[TaskId]] = field(default_factory=dict)
     before_reclaim: dict[QueueName, Resources] = field(default_factory=dict)
     end: dict[QueueName, Resources] = field(default_factory=dict)
     plan: Plan = field(default_factory=Plan)
@@ -194,7 +197,17 @@ def probed(profile: Profile, cycles: list[CycleRecord]) -> Profile:
 
     def start(session: Session) -> None:
         snap = session.snapshot
-        cycles.append(CycleRecord(snap.now, dict(snap.running), dict(snap.evictions)))
+        held: dict[JobId, set[TaskId]] = {}
+        for task, alloc in snap.state.allocations.items():
+            held.setdefault(alloc.job, set()).add(task)
+        cycles.append(
+            CycleRecord(
+                snap.now,
+                dict(snap.running),
+                dict(snap.evictions),
+                {job: frozenset(tasks) for job, tasks in held.items()},
+            )
+        )
         cycles[-1].plan = session.plan
 
     def usage(session: Session) -> dict[QueueName, Resources]:
@@ -397,17 +410,74 @@ RECLAIM_TAKES_TOO_MUCH = _case(
     ],
 )
 
+#: A victim taken in two evictions, counted once: queues a and b under org (6 GPUs: 4 G2, 2 T4),
+#: guaranteed 2 GPUs each; b runs `pair` (two 1-GPU tasks on the T4 node, one of them elastic)
+#: and `half` (half a G2 GPU) from 0: 2.5 GPUs, 0.5 borrowed. At 300 the 2-task gang a-job (T4)
+#: reclaims `pair`: its elastic member, then the rest of it, `pair` being b's last victim. A
+#: check that charged each eviction the whole gang saw b at 1.5 < 2 GPUs at the second one.
+RECLAIM_TAKES_A_GANG_ONCE = _case(
+    [
+        make_node("g").cpu(32).mem_gib(256).gpus(4, model="G2").build(),
+        make_node("t").cpu(32).mem_gib(256).gpus(2, model="T4").build(),
+    ],
+    [
+        QueueSpec(QueueName("org"), guaranteed=gpus(6)),
+        QueueSpec(QueueName("a"), parent=QueueName("org"), guaranteed=gpus(2)),
+        QueueSpec(QueueName("b"), parent=QueueName("org"), guaranteed=gpus(2)),
+    ],
+    [
+        replace(
+            make_job("pair")
+            .cpu(1)
+            .mem_gib(4)
+            .gpus(1)
+            .models("T4")
+            .replicas(2)
+            .min_available(1)
+            .queue("b")
+            .runs_for(5000)
+            .build(),
+            runtime_estimate=5000.0,
+        ),
+        replace(
+            make_job("half").cpu(1).mem_gib(4).share(500).queue("b").runs_for(5000).build(),
+            runtime_estimate=5000.0,
+        ),
+        replace(
+            make_job("a-job")
+            .cpu(1)
+            .mem_gib(4)
+            .gpus(1)
+            .models("T4")
+            .replicas(2)
+            .queue("a")
+            .at(300)
+            .runs_for(500)
+            .build(),
+            runtime_estimate=500.0,
+        ),
+    ],
+)
 
-def reclaims(case: Case) -> list[tuple[CycleRecord, Job, Job]]:
-    """Every eviction made by ``reclaim``: (cycle, victim, the job it was evicted for)."""
+
+def reclaims(case: Case) -> list[tuple[CycleRecord, Job, Job, tuple[Task, ...]]]:
+    """Every job ``reclaim`` evicted from: (cycle, victim, the job it was evicted for, the tasks
+    taken), once per victim and cycle. A plan may evict a job's elastic members and then the
+    rest of it (two evictions of one victim); the tasks taken are all it held then."""
     _, cycles = simulate(case, observe=False)
     jobs = {j.id: j for j in case.jobs}
-    return [
-        (cycle, jobs[ev.job], jobs[ev.for_job])
-        for cycle in cycles
-        for ev in cycle.plan.evictions
-        if ev.reason.startswith("reclaimed")
-    ]
+    out: list[tuple[CycleRecord, Job, Job, tuple[Task, ...]]] = []
+    for cycle in cycles:
+        taken: dict[JobId, tuple[Job, set[TaskId]]] = {}
+        for ev in cycle.plan.evictions:
+            if ev.reason.startswith("reclaimed"):
+                if ev.job not in taken:
+                    taken[ev.job] = (jobs[ev.for_job], set())
+                taken[ev.job][1].update(ev.tasks or cycle.held[ev.job])
+        for job_id, (owner, tasks) in taken.items():
+            victim = jobs[job_id]
+            out.append((cycle, victim, owner, tuple(t for t in victim.tasks if t.id in tasks)))
+    return out
 
 
 def check_reclaim_takes_only_borrowed(case: Case) -> None:
@@ -415,7 +485,7 @@ def check_reclaim_takes_only_borrowed(case: Case) -> None:
     tree = case.queues
     usage: dict[QueueName, Resources] = {}
     last: CycleRecord | None = None
-    for cycle, victim, owner in reclaims(case):
+    for cycle, victim, owner, tasks in reclaims(case):
         if cycle is not last:
             usage, last = dict(cycle.before_reclaim), cycle
         v = victim.queue
@@ -425,13 +495,13 @@ def check_reclaim_takes_only_borrowed(case: Case) -> None:
             f"no longer borrowed (usage {usage[v][GPU]}, guaranteed {guaranteed} milli-GPU)"
         )
         for q in tree.path(v):
-            usage[q] = usage[q] - job_request(victim)
+            usage[q] = usage[q] - job_request(victim, tasks=tasks)
 
 
 def check_reclaim_binds_the_owner(case: Case) -> None:
     """(b) and (c) of the module docstring."""
     tree = case.queues
-    for cycle, victim, owner in reclaims(case):
+    for cycle, victim, owner, _ in reclaims(case):
         assert owner.id in cycle.plan.bound_jobs(), (
             f"t={cycle.now}: reclaim evicted {victim.id} for {owner.id}, which did not bind in "
             "the same cycle"
@@ -445,6 +515,7 @@ def check_reclaim_binds_the_owner(case: Case) -> None:
 
 @given(case=cases())
 @example(case=RECLAIM_TAKES_TOO_MUCH)
+@example(case=RECLAIM_TAKES_A_GANG_ONCE)
 def test_reclaim_takes_only_what_was_borrowed(case: Case) -> None:
     check_reclaim_takes_only_borrowed(case)
 
