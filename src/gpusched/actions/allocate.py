@@ -35,7 +35,8 @@
   starts -- the end of a time limit in a batch scheduler, applied only to jobs that were let
   onto held nodes on the promise of ending first. Only preemptible jobs of the blocked job's
   priority or lower, never evicted before (a job is ended for overrunning at most once; after
-  that its deadline is advisory), and only with ``evict_overdue`` (default on).
+  that its deadline is advisory), never one the blocked job was itself evicted for (no
+  preemption loops, ``Snapshot.evicted_by``), and only with ``evict_overdue`` (default on).
   The quota hold makes the same promise: a job that borrows (or is charged under a held
   limit) while the hold binds it is admitted only because it is expected to end by the hold's
   ``until``, which becomes its deadline. When the holder is met again, still refused by its
@@ -229,10 +230,23 @@ def _overdue(session: Session) -> list[RunningJob]:
     ]
 
 
+def _evictable_for(session: Session, job: Job, overdue: list[RunningJob]) -> list[RunningJob]:
+    """The ``overdue`` jobs ``job`` may evict: still running, of priority at most its own, and
+    not a job it was evicted for (that would be a preemption loop)."""
+    evictors = session.snapshot.evicted_by.get(job.id, frozenset())
+    return [
+        r
+        for r in overdue
+        if r.job.priority <= job.priority
+        and r.job.id in session.running
+        and r.job.id not in evictors
+    ]
+
+
 def _evict_overdue(session: Session, job: Job, overdue: list[RunningJob]) -> bool:
     """Evict the ``overdue`` jobs of priority at most ``job``'s on the nodes ``job`` would use
     once they are all gone, if it then fits, and place it. Evicted ones leave ``overdue``."""
-    mine = [r for r in overdue if r.job.priority <= job.priority and r.job.id in session.running]
+    mine = _evictable_for(session, job, overdue)
     if not mine:
         return False
     nodes = fits_after(session, job, [run.job.id for run in mine])
@@ -261,10 +275,7 @@ def _evict_overdue_borrowers(session: Session, job: Job, overdue: list[RunningJo
     nodes, and place it (module docstring, *overdue jobs*). Nothing is evicted otherwise."""
     quota = session.quota
     assert quota is not None
-    mine = sorted(
-        (r for r in overdue if r.job.priority <= job.priority and r.job.id in session.running),
-        key=lambda r: -r.start,
-    )
+    mine = sorted(_evictable_for(session, job, overdue), key=lambda r: -r.start)
     chosen: list[RunningJob] = []
     charges = [session.charge_of(run.job) for run in mine]
     admitted = False
