@@ -144,10 +144,9 @@ class Backfill:
         for rank, job in enumerate(order):
             if job.id in session.evicted:
                 continue
-            status = session.place_job(job)
+            status, refused = session.place_or_refuse(job)
             if status.ok or status.code is Code.UNRESOLVABLE:
                 continue
-            refused = session.quota_refusal(job)
             if refused is not None:
                 if self.reservations and session.quota_hold is None:
                     old = aging is not None and now - job.submit_time > aging

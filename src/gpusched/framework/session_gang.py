@@ -64,11 +64,20 @@ class GangPlacement(SessionBase):
         remembered for the rest of the cycle. With queues configured, the job must also pass
         its queue's limit and either fit its guarantee or be allowed to borrow.
         """
+        return self.place_or_refuse(job, check_quota=check_quota)[0]
+
+    def place_or_refuse(
+        self, job: Job, *, check_quota: bool = True
+    ) -> tuple[Status, Status | None]:
+        """:meth:`place_job`, and the queues' refusal when that is why the job waits (what
+        :meth:`quota_refusal` answers right after, since a job not placed changes no usage;
+        ``None`` when the queues admit it or are not asked): callers that need both ask once.
+        """
         if check_quota and self.quota is not None:
             refused = self.quota_refusal(job)
             if refused is not None:
                 self.plan.pending[job.id] = refused
-                return refused
+                return refused, refused
         todo = [t for t in job.tasks if t.id not in self.state.allocations]
         need = job.min_available - (len(job.tasks) - len(todo))
         self.begin_job(job)
@@ -88,7 +97,7 @@ class GangPlacement(SessionBase):
         known = self._failed.get(key)
         if known is not None:
             self.plan.pending[job.id] = known
-            return known
+            return known, None
         stmt = Statement(self.state)
         gang_tasks = todo[: max(need, 0)]
         failed = self.confine(job, gang_tasks)
@@ -127,7 +136,7 @@ class GangPlacement(SessionBase):
                 )
             self.plan.pending[job.id] = status
             self._failed[key] = status
-            return status
+            return status, None
         # Elastic members beyond the gang: best effort, one by one, each within the queue's
         # limit and guarantee-or-borrowing rules like the gang itself.
         gang = {t.id for t in todo[: max(need, 0)]}
@@ -144,7 +153,7 @@ class GangPlacement(SessionBase):
                 stmt.adopt(single)
                 members.append(task)
         self._commit(job, stmt)
-        return Status.success()
+        return Status.success(), None
 
     def confine(
         self, job: Job, tasks: Sequence[Task], *, one_domain: bool = False, wait: bool = True

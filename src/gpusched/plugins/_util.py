@@ -19,12 +19,15 @@ def gpu_idle(state: ClusterState) -> NDArray[np.int64]:
 def tightest_gpus(row: NDArray[np.int64], num_gpu: int, milli: int) -> tuple[int, ...]:
     """GPUs for a task of ``num_gpu`` x ``milli`` on a node with free shares ``row``: whole
     GPUs (``milli >= 1000``) take the lowest-index fully free ones; fractions the ``num_gpu``
-    GPUs with the smallest sufficient free share (lowest index among equals), in index order."""
+    GPUs with the smallest sufficient free share (lowest index among equals), in index order.
+
+    In Python over the row's few entries (a node has a handful of GPUs: cheaper than numpy
+    calls on a tiny array); ``sorted`` is stable, as a stable argsort."""
+    free = row.tolist()
+    cand = [g for g, f in enumerate(free) if f >= milli]
     if milli >= MILLI_PER_GPU:
-        return tuple(int(g) for g in np.flatnonzero(row >= milli)[:num_gpu])
-    cand = np.flatnonzero(row >= milli)
-    order = cand[np.argsort(row[cand], kind="stable")]
-    return tuple(sorted(int(g) for g in order[:num_gpu]))
+        return tuple(cand[:num_gpu])
+    return tuple(sorted(sorted(cand, key=free.__getitem__)[:num_gpu]))
 
 
 class Norms:

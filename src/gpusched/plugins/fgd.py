@@ -109,7 +109,8 @@ class Fgd:
             cache = self._shapes[key] = _ShapeCache(state.size)
         stale = (feasible & (cache.stamp != state.version)).nonzero()[0]
         if len(stale):
-            delta, gpu = self._delta(task, state, stale)
+            version = state.version[stale]
+            delta, gpu = self._delta(task, state, stale, version)
             # F(before) and F(after) may come from batches of different sizes, whose sums round
             # differently in the last bits; round delta to 1e-6 milli so a zero stays zero.
             # floor(100 / (1 + exp(-delta / 1000))), in place: -d / 1000 is d / -1000.
@@ -120,13 +121,14 @@ class Fgd:
             np.divide(100.0, score, out=score)
             cache.score[stale] = np.floor(score, out=score)
             cache.gpu[stale] = gpu
-            cache.stamp[stale] = state.version[stale]
+            cache.stamp[stale] = version
         return cache.score
 
     def _delta(
-        self, task: Task, state: ClusterState, idx: NDArray[np.intp]
+        self, task: Task, state: ClusterState, idx: NDArray[np.intp], version: NDArray[np.int64]
     ) -> tuple[FloatArray, NDArray[np.int64]]:
-        """``F(before) - F(after)`` for nodes ``idx``, and the GPU chosen (sharing tasks).
+        """``F(before) - F(after)`` for nodes ``idx`` (their stamps ``version``), and the GPU
+        chosen (sharing tasks).
 
         ``F(before)`` comes from the per-node cache; the nodes whose cache is stale are
         evaluated in the same batch as the after-states (one vectorised call per task). A
@@ -141,7 +143,6 @@ class Fgd:
         free = state.gpu_free[idx]
         k, width = free.shape
         sharing = s.is_sharing
-        version = state.version[idx]
         fresh = self._f_stamp[idx] != version
         stale = int(np.count_nonzero(fresh))
         frag = self._frag
@@ -154,9 +155,8 @@ class Fgd:
             if s.num_gpu == 0:
                 after, after_cpu, after_model = sums, cpu - s.cpu_milli, model
             elif sharing:
-                taken = frag.per_gpu(np.maximum(free - s.gpu_milli, 0))
-                assert taken is not None  # shares only shrink
-                after = (sums[:, None, :] - each + taken).reshape(k * width, -1)
+                # Each GPU's row after taking the share: its row plus the table's change.
+                after = (sums[:, None, :] + frag.taking(s.gpu_milli)[free]).reshape(k * width, -1)
                 after_cpu, after_model = (cpu - s.cpu_milli).repeat(width), model.repeat(width)
             else:
                 ordered = self._take_tightest(free, s.num_gpu, s.gpu_milli)
@@ -178,8 +178,9 @@ class Fgd:
         if not sharing:
             return before - values, np.full(k, -1, dtype=np.int64)
         per_gpu = np.where(free >= s.gpu_milli, values.reshape(k, width), np.inf)
-        gpu = per_gpu.argmin(axis=1)
-        return before - per_gpu[np.arange(k), gpu], gpu.astype(np.int64)
+        # The least value is the one at the first GPU argmin picks (no NaN, no -0.0: F >= 0).
+        gpu: NDArray[np.int64] = per_gpu.argmin(axis=1)
+        return before - per_gpu.min(axis=1), gpu
 
     def _states(
         self,
@@ -247,5 +248,5 @@ class Fgd:
             cache = self._shapes.get((s.cpu_milli, s.num_gpu, s.gpu_milli))
             if cache is not None and cache.stamp[node] == state.version[node]:
                 return (int(cache.gpu[node]),)
-            return (int(np.flatnonzero(row >= s.gpu_milli)[0]),)
+            return (int((row >= s.gpu_milli).nonzero()[0][0]),)
         return tightest_gpus(row, s.num_gpu, s.gpu_milli)

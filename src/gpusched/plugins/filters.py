@@ -53,11 +53,16 @@ _FIT_CACHE_REQUESTS = 64
 _FIT_LINEAGES = 2
 #: A kept vector is updated row by row while at most ``1/_FIT_NEAR`` of the rows changed.
 _FIT_NEAR = 8
+#: Up to this many changed rows are recomputed one by one in Python (a few scalar reads cost
+#: less than the fixed cost of the vectorised calls on a tiny batch; the values are the same).
+_FIT_FEW = 4
 
 #: Per node: the version stamps a vector was computed at, and the vector.
 _Kept = tuple[NDArray[np.int64], NDArray[Any]]
 #: Rows of a per-node vector: all of them for ``None``, else those listed.
 _Rows = Callable[[NDArray[np.intp] | None], NDArray[Any]]
+#: One row of a per-node vector, in Python (its value at one node).
+_Row = Callable[[int], object]
 
 
 def gpu_fit_count(state: ClusterState, gpu_milli: int) -> NDArray[np.int64]:
@@ -93,14 +98,28 @@ def resources_fit_mask(
             fit &= _count_fit(gpu, gpu_milli) >= num_gpu
         return fit
 
+    def row(n: int) -> bool:
+        if state.cpu_free[n] < cpu_milli or state.mem_free[n] < memory_mib:
+            return False
+        return not num_gpu or sum(f >= gpu_milli for f in state.gpu_free[n].tolist()) >= num_gpu
+
     key = (cpu_milli, memory_mib, num_gpu, gpu_milli)
-    return _kept(state, "resources-fit", key, _FIT_CACHE_REQUESTS, rows).copy()
+    return _kept(state, "resources-fit", key, _FIT_CACHE_REQUESTS, rows, row=row).copy()
 
 
-def _kept(state: ClusterState, table: str, key: object, limit: int, rows: _Rows) -> NDArray[Any]:
+def _kept(
+    state: ClusterState,
+    table: str,
+    key: object,
+    limit: int,
+    rows: _Rows,
+    *,
+    row: _Row | None = None,
+) -> NDArray[Any]:
     """The per-node vector ``rows(None)`` of ``state``, from the vectors kept under ``key`` in
     the layout cache's ``table`` with the version stamps they were computed at: only rows whose
-    stamp changed since are recomputed (after a bind, one row). Stamps never repeat across a
+    stamp changed since are recomputed (after a bind, one row; up to :data:`_FIT_FEW` of them
+    by ``row``, one node at a time, when given). Stamps never repeat across a
     state's copies, so any kept vector serves any of them: the one with the fewest changed rows
     is used, or a fresh one while fewer than :data:`_FIT_LINEAGES` are kept and none is near.
     Valid until the state changes (the next call may update it in place)."""
@@ -114,10 +133,12 @@ def _kept(state: ClusterState, table: str, key: object, limit: int, rows: _Rows)
         if len(kept) >= limit:
             kept.clear()
         entries = kept[key] = []
-    return _nearest(entries, state, rows)
+    return _nearest(entries, state, rows, row)
 
 
-def _nearest(entries: list[_Kept], state: ClusterState, rows: _Rows) -> NDArray[Any]:
+def _nearest(
+    entries: list[_Kept], state: ClusterState, rows: _Rows, row: _Row | None = None
+) -> NDArray[Any]:
     """The kept vector nearest ``state`` (most recently used first), brought up to date; the
     vector used moves to the front."""
     near = state.size // _FIT_NEAR
@@ -138,6 +159,11 @@ def _nearest(entries: list[_Kept], state: ClusterState, rows: _Rows) -> NDArray[
     if len(changed) > near:
         values[:] = rows(None)
         stamps[:] = state.version
+    elif row is not None and len(changed) <= _FIT_FEW:
+        version = state.version
+        for n in changed.tolist():
+            values[n] = row(n)
+            stamps[n] = version[n]
     elif len(changed):
         values[changed] = rows(changed)
         stamps[changed] = state.version[changed]

@@ -202,7 +202,7 @@ class TopologyScore:
             entry = (np.zeros(state.size), np.full(state.size, -1, dtype=np.int64))
             self._cache[key] = entry
         scores, stamps = entry
-        stale = np.flatnonzero(feasible & (stamps != state.version))
+        stale = (feasible & (stamps != state.version)).nonzero()[0]  # 1-D: as flatnonzero
         if len(stale) > _FEW_STALE:
             scores[stale] = self._compute(layout, state, stale, need, s.num_gpu)
             stamps[stale] = state.version[stale]
