@@ -9,7 +9,7 @@ evict the set and place the job on the freed capacity, nominated for those nodes
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -17,12 +17,13 @@ from gpusched.actions.victim_fit import Mask, fits, share_needed
 from gpusched.actions.victim_index import Victim, VictimIndex
 from gpusched.actions.victim_room import Rooms
 from gpusched.actions.victim_search import search_victims
-from gpusched.framework import Code, RunningJob, Session
+from gpusched.framework import Allocation, Code, RunningJob, Session
 from gpusched.framework.sharing import variants
 from gpusched.model import (
     GPU,
     Job,
     JobId,
+    TaskId,
     gpu_model_resource,
 )
 from gpusched.plugins.filters import gpu_fit_count
@@ -145,7 +146,10 @@ class Evicting:
             if self._placed_as_is(session, job):
                 continue  # room freed by this cycle's evictions: it fits as it is now
             if index is None or rooms is None:
-                index = VictimIndex(session.state, self._victims(session, pool))
+                # (one flat copy of the allocations serves both passes over every victim)
+                allocations = session.state.allocations.as_dict()
+                victims = self._victims(session, pool, allocations)
+                index = VictimIndex(session.state, victims, allocations=allocations)
                 rooms = Rooms(index)
             attempts += 1
             evicted = self._make_room(session, job, index, rooms)
@@ -232,13 +236,18 @@ class Evicting:
     _pool_past_budget = False
 
     @staticmethod
-    def _victims(session: Session, pool: list[RunningJob]) -> list[Victim]:
+    def _victims(
+        session: Session,
+        pool: list[RunningJob],
+        allocations: Mapping[TaskId, Allocation] | None = None,
+    ) -> list[Victim]:
         """Every victim of ``pool``: elastic members first (the job keeps running), then
-        whole jobs, each by the profile's cost (fixed within a cycle)."""
-        order = session.profile.victim_order
+        whole jobs, each by the profile's cost (fixed within a cycle). ``allocations``: the
+        state's, as a plain mapping (faster to read than the layered map)."""
+        cost = session.profile.victim_order.cost
         memo = session.snapshot.memo
         if memo is None:
-            get = session.state.allocations.get
+            get = (session.state.allocations if allocations is None else allocations).get
             victims = []
             for r in pool:
                 tasks = r.job.tasks
@@ -264,8 +273,12 @@ class Evicting:
                     fresh[r.job.id] = (r, found)
                 victims.extend(found)
             memo.tables[_MEMO_TABLE] = fresh
-        victims.sort(key=lambda v: (v.whole, order.cost(session, v.run)))
-        return victims
+        # By (whole, cost): members by cost, then whole jobs by cost (each sort is stable).
+        members = [v for v in victims if not v.whole]
+        wholes = [v for v in victims if v.whole]
+        members.sort(key=lambda v: cost(session, v.run))
+        wholes.sort(key=lambda v: cost(session, v.run))
+        return members + wholes
 
     def _make_room(
         self,

@@ -31,14 +31,15 @@ the eligible entries (about the number of running pods), no Python loop over nod
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from gpusched.framework import ClusterState, RunningJob
+from gpusched.framework import Allocation, ClusterState, RunningJob
+from gpusched.framework.allocation import AllocationMap
 from gpusched.framework.release_batch import index_ranges
 from gpusched.model import Job, JobId, QueueName, Task, TaskId, TaskShape
 
@@ -74,7 +75,15 @@ class VictimIndex:
     per victim, in order.
     """
 
-    def __init__(self, state: ClusterState, victims: Sequence[Victim]) -> None:
+    def __init__(
+        self,
+        state: ClusterState,
+        victims: Sequence[Victim],
+        *,
+        allocations: Mapping[TaskId, Allocation] | None = None,
+    ) -> None:
+        """``allocations``: the state's, as a plain mapping to read instead of the layered
+        map (:meth:`~gpusched.framework.allocation.AllocationMap.as_dict`)."""
         self.victims: list[Victim] = list(victims)
         count = len(victims)
         jobs = [v.run.job for v in victims]
@@ -102,14 +111,20 @@ class VictimIndex:
                 self._of_job[job.id] = [rank]
             else:
                 ranks_of.append(rank)
-        self._build_entries(state, victims)
+        self._build_entries(
+            state, victims, state.allocations if allocations is None else allocations
+        )
 
-    def _build_entries(self, state: ClusterState, victims: Sequence[Victim]) -> None:
+    def _build_entries(
+        self,
+        state: ClusterState,
+        victims: Sequence[Victim],
+        allocations: Mapping[TaskId, Allocation] | AllocationMap,
+    ) -> None:
         """One entry per (victim, node) (module docstring), sorted by node; the victims'
         order is kept within a node. A GPU's share is summed over the entry's pods as one
         ``bincount`` over (entry, slot) pairs."""
         members: set[TaskId] = {t.id for v in victims if not v.whole for t in v.tasks}
-        allocations = state.allocations
         width = state.gpu_slots
         nodes: list[int] = []
         ranks: list[int] = []
