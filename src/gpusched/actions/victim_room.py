@@ -77,6 +77,7 @@ class Room:
         "_revision",
         "_stamps",
         "_updates",
+        "_whole",
         "base",
         "chosen",
         "count",
@@ -91,7 +92,11 @@ class Room:
         self.index = index
         self.base = base
         self.chosen: Mask = base & index.alive
-        self.whole_gpu = _whole_gpu(index, self.chosen)
+        #: Per victim: the GPU milli it adds to ``whole_gpu`` (a chosen whole victim's, else
+        #: 0), so an update adds the change of the victims touched since instead of summing
+        #: them all again (only touched victims change liveness or size: ``index.touched``).
+        self._whole: I64 = np.where(self.chosen & index.whole, index.gpu_milli, 0)
+        self.whole_gpu = int(self._whole.sum())
         self._revision = index.revision
         self._stamps: I64 = state.version.copy()
         self.count, self.cpu, self.mem, self.gpu = _rows(index, state, self.chosen, None)
@@ -108,14 +113,20 @@ class Room:
         index = self.index
         changed: Mask = state.version != self._stamps
         if index.revision != self._revision:
-            self.chosen = self.base & index.alive
-            self.whole_gpu = _whole_gpu(index, self.chosen)
+            chosen = self.chosen = self.base & index.alive
             moved = np.flatnonzero(index.touched > self._revision)
+            whole = self._whole
             if len(moved) > _FEW_MOVED:
                 changed[index.e_node[np.isin(index.e_victim, moved)]] = True
+                now = np.where(chosen[moved] & index.whole[moved], index.gpu_milli[moved], 0)
+                self.whole_gpu += int(now.sum()) - int(whole[moved].sum())
+                whole[moved] = now
             else:
                 for r in moved.tolist():
                     changed[list(index.victims[r].nodes)] = True
+                    milli = int(index.gpu_milli[r]) if chosen[r] and index.whole[r] else 0
+                    self.whole_gpu += milli - int(whole[r])
+                    whole[r] = milli
             self._revision = index.revision
         nodes = np.flatnonzero(changed)
         if not len(nodes):
@@ -214,11 +225,6 @@ class Rooms:
         if len(self._rooms) > KEPT_ROOMS:
             del self._rooms[next(iter(self._rooms))]
         return room
-
-
-def _whole_gpu(index: VictimIndex, chosen: Mask) -> int:
-    """GPU milli of the ``chosen`` whole victims."""
-    return int(np.dot(index.gpu_milli, chosen & index.whole))
 
 
 def _rows(
