@@ -43,7 +43,7 @@ from gpusched.framework.allocation import AllocationMap
 from gpusched.framework.release_batch import index_ranges
 from gpusched.model import Job, JobId, QueueName, Task, TaskId, TaskShape
 
-__all__ = ["Victim", "VictimIndex"]
+__all__ = ["Victim", "VictimIndex", "key_order"]
 
 I64 = NDArray[np.int64]
 Mask = NDArray[np.bool_]
@@ -301,13 +301,23 @@ class VictimIndex:
         the lower node), each with its ``chosen`` victims in order."""
         if not len(hit):
             return []
-        best = np.lexsort((hit, *keys.T[::-1]))[:limit]
+        return self.on_nodes(hit[key_order(hit, keys)[:limit]].tolist(), chosen)
+
+    def on_nodes(self, nodes: list[int], chosen: Mask) -> list[tuple[int, list[Victim]]]:
+        """Each of ``nodes`` with its ``chosen`` victims in order."""
         victims = self.victims
         out = []
-        for n in hit[best].tolist():
+        for n in nodes:
             ranks = self.e_victim[self.node_start[n] : self.node_start[n + 1]].tolist()
             out.append((n, [victims[r] for r in ranks if chosen[r]]))
         return out
+
+
+def key_order(hit: I64, keys: I64) -> I64:
+    """The order of nodes ``hit`` by their first-fit ``keys`` (:meth:`VictimIndex.fit_keys`),
+    ties by node: a total order, the nodes being distinct."""
+    order: I64 = np.lexsort((hit, *keys.T[::-1]))
+    return order
 
 
 _NO_HITS: tuple[I64, I64] = (np.zeros(0, dtype=np.int64), np.zeros((0, 5), dtype=np.int64))

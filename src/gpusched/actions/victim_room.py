@@ -44,7 +44,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from gpusched.actions.victim_index import Victim, VictimIndex, _changes, _row_counts
+from gpusched.actions.victim_index import (
+    Victim,
+    VictimIndex,
+    _changes,
+    _row_counts,
+    key_order,
+)
 from gpusched.framework import ClusterState
 from gpusched.framework.release_batch import index_ranges
 from gpusched.model import TaskShape
@@ -162,15 +168,22 @@ class Room:
         index = self.index
         kept = self._first.get((shape, milli))
         if kept is None:
-            hit, keys = index.fit_keys(state, shape, milli, self.chosen, nodes=nodes)
+            hit, keys = _in_key_order(
+                *index.fit_keys(state, shape, milli, self.chosen, nodes=nodes)
+            )
         else:
             changed = (self._recomputed > kept.update) | (nodes != kept.nodes)
             stay = ~changed[kept.hit]
-            new, more = index.fit_keys(state, shape, milli, self.chosen, nodes=changed & nodes)
-            hit = np.concatenate((kept.hit[stay], new))
-            keys = np.concatenate((kept.keys[stay], more))
+            hit, keys = kept.hit[stay], kept.keys[stay]  # (still in key order)
+            ask = changed & nodes
+            if ask.any():
+                new, more = index.fit_keys(state, shape, milli, self.chosen, nodes=ask)
+                if len(new):
+                    hit, keys = _in_key_order(
+                        np.concatenate((hit, new)), np.concatenate((keys, more))
+                    )
         self._first[shape, milli] = _Kept(hit, keys, nodes.copy(), self._updates)
-        return index.ranked(hit, keys, self.chosen, limit)
+        return index.on_nodes(hit[:limit].tolist(), self.chosen)
 
     def _answer(self, kind: str, shape: TaskShape, milli: int) -> Any:
         key = (kind, shape, milli)
@@ -191,7 +204,10 @@ class Room:
 
 class _Kept:
     """One shape's first-fit keys: nodes ``hit`` with their ``keys`` among the asked
-    ``nodes``, as of update ``update`` of the room."""
+    ``nodes``, as of update ``update`` of the room; in key order
+    (:func:`~gpusched.actions.victim_index.key_order`, a total order), so the cheapest nodes
+    of any subset that keeps its order lead it: when an update finds no new nodes, the nodes
+    kept are ranked already."""
 
     __slots__ = ("hit", "keys", "nodes", "update")
 
@@ -225,6 +241,14 @@ class Rooms:
         if len(self._rooms) > KEPT_ROOMS:
             del self._rooms[next(iter(self._rooms))]
         return room
+
+
+def _in_key_order(hit: I64, keys: I64) -> tuple[I64, I64]:
+    """``hit`` and ``keys`` sorted by :func:`~gpusched.actions.victim_index.key_order`."""
+    if len(hit) < 2:
+        return hit, keys
+    order = key_order(hit, keys)
+    return hit[order], keys[order]
 
 
 def _rows(
