@@ -110,10 +110,15 @@ class Evicting:
             self._held = {}
 
     def _execute(self, session: Session) -> None:
-        pool = [r for r in session.running.values() if self._base_eligible(session, r)]
-        if not pool and not self.ignores_reservations:
-            return  # (a job owed quota may still fit on nodes held for a reservation)
-        lowest = min((r.job.priority for r in pool), default=0)
+        pool: list[RunningJob] | None = None
+        lowest = 0
+        if not self.ignores_reservations or self.uses_lowest_priority:
+            pool = self._pool(session)
+            if not pool and not self.ignores_reservations:
+                return  # (a job owed quota may still fit on nodes held for a reservation)
+            lowest = min((r.job.priority for r in pool), default=0)
+        # Otherwise the pool waits for the first search: until then this action only places
+        # jobs that are not running (nothing is evicted), which leaves the pool as it is.
         # Requests that found no victims, until something is evicted: an identical request
         # (shapes, priority, queue, expected end) would find none either. What each node would
         # have free without a class's eligible victims is kept and updated (.victim_room).
@@ -146,6 +151,8 @@ class Evicting:
             if self._placed_as_is(session, job):
                 continue  # room freed by this cycle's evictions: it fits as it is now
             if index is None or rooms is None:
+                if pool is None:
+                    pool = self._pool(session)
                 # (one flat copy of the allocations serves both passes over every victim)
                 allocations = session.state.allocations.as_dict()
                 victims = self._victims(session, pool, allocations)
@@ -174,8 +181,13 @@ class Evicting:
             session.blocked_nodes = opened
 
     def cheap_check(self, session: Session, job: Job, lowest_priority: int) -> bool:
-        """A quick necessary condition for ``job`` to have any victim."""
+        """A quick necessary condition for ``job`` to have any victim (``lowest_priority``:
+        of the victim pool, when :attr:`uses_lowest_priority`; 0 otherwise)."""
         return True
+
+    #: Whether :meth:`cheap_check` reads the lowest priority in the pool (which is then built
+    #: up front even by an action that ignores reservations).
+    uses_lowest_priority = False
 
     # What the current preemptor is owed (GPUs, or GPUs of its one model) and its queue; set
     # by :meth:`_borrowing` for :meth:`_within_borrowing`.
@@ -222,14 +234,22 @@ class Evicting:
         """Whether ``victim`` may still be taken once ``taken`` are evicted."""
         return True
 
-    def _base_eligible(self, session: Session, run: RunningJob) -> bool:
+    def _pool(self, session: Session) -> list[RunningJob]:
+        """The running jobs that may be victims: preemptible, running before this cycle for
+        at least ``min_runtime_s``, and (unless :attr:`_pool_past_budget`) evicted fewer than
+        ``max_evictions`` times before."""
         snap = session.snapshot
-        return (
-            run.job.preemptible
-            and run.job.id in snap.running
-            and snap.now - run.start >= self.min_runtime_s
-            and (self._pool_past_budget or snap.evictions.get(run.job.id, 0) < self.max_evictions)
-        )
+        running, evictions, now = snap.running, snap.evictions, snap.now
+        min_runtime, budget = self.min_runtime_s, self.max_evictions
+        past_budget = self._pool_past_budget
+        return [
+            r
+            for r in session.running.values()
+            if r.job.preemptible
+            and r.job.id in running
+            and now - r.start >= min_runtime
+            and (past_budget or evictions.get(r.job.id, 0) < budget)
+        ]
 
     #: Whether jobs at their disruption budget join the victim pool (``reclaim``: they are
     #: masked out of its eligible victims until its last-resort pass).
