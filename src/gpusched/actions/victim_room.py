@@ -81,6 +81,7 @@ class Room:
         "_first",
         "_recomputed",
         "_revision",
+        "_seen",
         "_stamps",
         "_updates",
         "_whole",
@@ -105,6 +106,9 @@ class Room:
         self.whole_gpu = int(self._whole.sum())
         self._revision = index.revision
         self._stamps: I64 = state.version.copy()
+        #: The state and its clock (:attr:`~gpusched.framework.state.VersionClock.now`) as of
+        #: the last refresh: while both stand, no version stamp has moved since.
+        self._seen: tuple[ClusterState, int] = (state, state.clock.now)
         self.count, self.cpu, self.mem, self.gpu = _rows(index, state, self.chosen, None)
         #: Updates so far, and the one that last recomputed each node (an answer kept at update
         #: ``u`` is brought up to date on the nodes with ``_recomputed > u``).
@@ -117,6 +121,14 @@ class Room:
         """Bring the rooms up to date with ``state`` and the index's liveness (module
         docstring)."""
         index = self.index
+        seen = (state, state.clock.now)
+        if (
+            index.revision == self._revision
+            and seen[0] is self._seen[0]
+            and seen[1] == self._seen[1]
+        ):
+            return  # (nothing changed: a state the clock has not moved for, no eviction)
+        self._seen = seen
         changed: Mask = state.version != self._stamps
         if index.revision != self._revision:
             chosen = self.chosen = self.base & index.alive
