@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from gpusched.actions.victim_fit import Mask, fits, share_needed
+from gpusched.actions.victim_fit import Mask, MostFree, fits, share_needed
 from gpusched.actions.victim_index import Victim, VictimIndex
 from gpusched.actions.victim_room import Rooms
 from gpusched.actions.victim_search import search_victims
@@ -85,6 +85,8 @@ class Evicting:
         self.max_attempts = max_attempts
         # Nodes held for a reservation this cycle, while an action that ignores them runs.
         self._held: dict[int, tuple[float, JobId]] = {}
+        # What may_fit_now asks of the state, kept for one run (it holds the session's state).
+        self._most_free = MostFree()
 
     def wants(self, session: Session, job: Job) -> bool:
         raise NotImplementedError
@@ -110,6 +112,7 @@ class Evicting:
             self._held = {}
 
     def _execute(self, session: Session) -> None:
+        self._most_free = MostFree()
         pool: list[RunningJob] | None = None
         lowest = 0
         if not self.ignores_reservations or self.uses_lowest_priority:
@@ -170,7 +173,7 @@ class Evicting:
     def _placed_as_is(self, session: Session, job: Job) -> bool:
         """Place ``job`` with no eviction if this cycle's evictions freed room for it, under the
         reservations backfill honours (an action that ignores them restores them here)."""
-        if not session.plan.evictions or not may_fit_now(session, job):
+        if not session.plan.evictions or not may_fit_now(session, job, self._most_free):
             return False
         if not self.ignores_reservations:
             return session.place_job(job).ok
@@ -317,7 +320,7 @@ class Evicting:
         room = rooms.get(session.state, base)
         if int(session.state.gpu_idle.sum()) + room.whole_gpu < job.gpu_milli:
             return None
-        chosen = search_victims(session, job, index, room, self)
+        chosen = search_victims(session, job, index, room, self, most_free=self._most_free)
         if chosen is None:
             return None
         reason = f"{self.reason} for {job.id}"
@@ -361,10 +364,10 @@ def place_as_is(session: Session, job: Job) -> bool:
     return session.place_job(job).ok  # a refusal puts it back in plan.pending
 
 
-def may_fit_now(session: Session, job: Job) -> bool:
+def may_fit_now(session: Session, job: Job, most_free: MostFree | None = None) -> bool:
     """Cheap necessary condition for ``job`` to fit as it is: some node has room for its first
-    unplaced pod's GPUs (the kept per-share fit counts), or CPU for a CPU-only pod; share
-    variants and MIG pods: assume yes."""
+    unplaced pod's GPUs (the kept per-share fit counts; ``most_free``: their maxima, kept
+    between calls), or CPU for a CPU-only pod; share variants and MIG pods: assume yes."""
     todo = [t for t in job.tasks[: job.min_available] if t.id not in session.state.allocations]
     if not todo:
         return True
@@ -374,7 +377,10 @@ def may_fit_now(session: Session, job: Job) -> bool:
     if s.mig_profile or variants(state, s) is not None:
         return True
     if s.num_gpu:
-        return int(gpu_fit_count(state, share_needed(session, task)).max(initial=0)) >= s.num_gpu
+        milli = share_needed(session, task)
+        if most_free is not None:
+            return most_free(state, milli) >= s.num_gpu
+        return int(gpu_fit_count(state, milli).max(initial=0)) >= s.num_gpu
     return int(state.cpu_free.max(initial=0)) >= s.cpu_milli
 
 
