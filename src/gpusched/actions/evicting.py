@@ -85,7 +85,7 @@ class Evicting:
         self.max_attempts = max_attempts
         # Nodes held for a reservation this cycle, while an action that ignores them runs.
         self._held: dict[int, tuple[float, JobId]] = {}
-        # What may_fit_now asks of the state, kept for one run (it holds the session's state).
+        # What may_fit_now and the search ask of the state, kept for one run.
         self._most_free = MostFree()
 
     def wants(self, session: Session, job: Job) -> bool:
@@ -100,19 +100,21 @@ class Evicting:
     ignores_reservations = False
 
     def execute(self, session: Session) -> None:
-        if not self.ignores_reservations:
-            self._execute(session)
-            return
-        held, session.blocked_nodes = session.blocked_nodes, {}
-        self._held = held
         try:
-            self._execute(session)
+            if not self.ignores_reservations:
+                self._execute(session)
+                return
+            held, session.blocked_nodes = session.blocked_nodes, {}
+            self._held = held
+            try:
+                self._execute(session)
+            finally:
+                session.blocked_nodes = held
+                self._held = {}
         finally:
-            session.blocked_nodes = held
-            self._held = {}
+            self._most_free = MostFree()  # (it holds the session's state: not past the run)
 
     def _execute(self, session: Session) -> None:
-        self._most_free = MostFree()
         pool: list[RunningJob] | None = None
         lowest = 0
         if not self.ignores_reservations or self.uses_lowest_priority:
