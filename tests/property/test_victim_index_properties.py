@@ -124,3 +124,22 @@ def test_gang_bound_counts_room_with_every_eligible_victim_gone(
         by_mem = after.mem_free[node] // shape.memory_mib
         by_gpu = (after.gpu_free[node] // shape.gpu_milli).sum() // shape.num_gpu
         assert bound[node] == min(by_cpu, by_mem, by_gpu)
+
+
+@settings(max_examples=100, deadline=None)
+@given(cases(), st.data())
+def test_room_whole_gpu_follows_evictions(
+    case: tuple[ClusterState, list[Victim], TaskShape, np.ndarray], data: st.DataObject
+) -> None:
+    """A kept room's ``whole_gpu`` (updated by the victims touched since) is the GPU milli of
+    its class's alive whole victims after each eviction."""
+    state, victims, _, eligible = case
+    index = VictimIndex(state, victims)
+    rooms = Rooms(index)
+    for victim in data.draw(st.permutations(victims)):
+        index.remove([victim])
+        state.release_many(t.id for t in victim.tasks)
+        want = sum(
+            v.gpu_milli for r, v in enumerate(index.victims) if eligible[r] and index.alive[r]
+        )
+        assert rooms.get(state, eligible).whole_gpu == want

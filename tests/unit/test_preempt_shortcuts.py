@@ -199,7 +199,9 @@ def test_cycles_plan_the_same_without_the_shortcuts(
     profile = build_profile(policy_spec(policy), PluginContext(workload_hint=shapes, seed=1))
     snapshots = [setup.snapshot, steady_snapshot(setup, profile)]
     fast = [_plan(s, policy, shapes) for s in snapshots]
-    monkeypatch.setattr(victim_local, "row_check_is_placement", lambda session, task: False)
+    monkeypatch.setattr(
+        victim_local, "row_check_is_placement", lambda session, task, most_free=None: False
+    )
     monkeypatch.setattr(
         Room,
         "first_fits",

@@ -9,20 +9,21 @@ evict the set and place the job on the freed capacity, nominated for those nodes
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from gpusched.actions.victim_fit import Mask, fits, share_needed
+from gpusched.actions.victim_fit import Mask, MostFree, fits, share_needed
 from gpusched.actions.victim_index import Victim, VictimIndex
 from gpusched.actions.victim_room import Rooms
 from gpusched.actions.victim_search import search_victims
-from gpusched.framework import Code, RunningJob, Session
+from gpusched.framework import Allocation, Code, RunningJob, Session
 from gpusched.framework.sharing import variants
 from gpusched.model import (
     GPU,
     Job,
     JobId,
+    TaskId,
     gpu_model_resource,
 )
 from gpusched.plugins.filters import gpu_fit_count
@@ -84,6 +85,8 @@ class Evicting:
         self.max_attempts = max_attempts
         # Nodes held for a reservation this cycle, while an action that ignores them runs.
         self._held: dict[int, tuple[float, JobId]] = {}
+        # What may_fit_now and the search ask of the state, kept for one run.
+        self._most_free = MostFree()
 
     def wants(self, session: Session, job: Job) -> bool:
         raise NotImplementedError
@@ -97,22 +100,30 @@ class Evicting:
     ignores_reservations = False
 
     def execute(self, session: Session) -> None:
-        if not self.ignores_reservations:
-            self._execute(session)
-            return
-        held, session.blocked_nodes = session.blocked_nodes, {}
-        self._held = held
         try:
-            self._execute(session)
+            if not self.ignores_reservations:
+                self._execute(session)
+                return
+            held, session.blocked_nodes = session.blocked_nodes, {}
+            self._held = held
+            try:
+                self._execute(session)
+            finally:
+                session.blocked_nodes = held
+                self._held = {}
         finally:
-            session.blocked_nodes = held
-            self._held = {}
+            self._most_free = MostFree()  # (it holds the session's state: not past the run)
 
     def _execute(self, session: Session) -> None:
-        pool = [r for r in session.running.values() if self._base_eligible(session, r)]
-        if not pool and not self.ignores_reservations:
-            return  # (a job owed quota may still fit on nodes held for a reservation)
-        lowest = min((r.job.priority for r in pool), default=0)
+        pool: list[RunningJob] | None = None
+        lowest = 0
+        if not self.ignores_reservations or self.uses_lowest_priority:
+            pool = self._pool(session)
+            if not pool and not self.ignores_reservations:
+                return  # (a job owed quota may still fit on nodes held for a reservation)
+            lowest = min((r.job.priority for r in pool), default=0)
+        # Otherwise the pool waits for the first search: until then this action only places
+        # jobs that are not running (nothing is evicted), which leaves the pool as it is.
         # Requests that found no victims, until something is evicted: an identical request
         # (shapes, priority, queue, expected end) would find none either. What each node would
         # have free without a class's eligible victims is kept and updated (.victim_room).
@@ -145,7 +156,12 @@ class Evicting:
             if self._placed_as_is(session, job):
                 continue  # room freed by this cycle's evictions: it fits as it is now
             if index is None or rooms is None:
-                index = VictimIndex(session.state, self._victims(session, pool))
+                if pool is None:
+                    pool = self._pool(session)
+                # (one flat copy of the allocations serves both passes over every victim)
+                allocations = session.state.allocations.as_dict()
+                victims = self._victims(session, pool, allocations)
+                index = VictimIndex(session.state, victims, allocations=allocations)
                 rooms = Rooms(index)
             attempts += 1
             evicted = self._make_room(session, job, index, rooms)
@@ -159,7 +175,7 @@ class Evicting:
     def _placed_as_is(self, session: Session, job: Job) -> bool:
         """Place ``job`` with no eviction if this cycle's evictions freed room for it, under the
         reservations backfill honours (an action that ignores them restores them here)."""
-        if not session.plan.evictions or not may_fit_now(session, job):
+        if not session.plan.evictions or not may_fit_now(session, job, self._most_free):
             return False
         if not self.ignores_reservations:
             return session.place_job(job).ok
@@ -170,8 +186,13 @@ class Evicting:
             session.blocked_nodes = opened
 
     def cheap_check(self, session: Session, job: Job, lowest_priority: int) -> bool:
-        """A quick necessary condition for ``job`` to have any victim."""
+        """A quick necessary condition for ``job`` to have any victim (``lowest_priority``:
+        of the victim pool, when :attr:`uses_lowest_priority`; 0 otherwise)."""
         return True
+
+    #: Whether :meth:`cheap_check` reads the lowest priority in the pool (which is then built
+    #: up front even by an action that ignores reservations).
+    uses_lowest_priority = False
 
     # What the current preemptor is owed (GPUs, or GPUs of its one model) and its queue; set
     # by :meth:`_borrowing` for :meth:`_within_borrowing`.
@@ -218,27 +239,40 @@ class Evicting:
         """Whether ``victim`` may still be taken once ``taken`` are evicted."""
         return True
 
-    def _base_eligible(self, session: Session, run: RunningJob) -> bool:
+    def _pool(self, session: Session) -> list[RunningJob]:
+        """The running jobs that may be victims: preemptible, running before this cycle for
+        at least ``min_runtime_s``, and (unless :attr:`_pool_past_budget`) evicted fewer than
+        ``max_evictions`` times before."""
         snap = session.snapshot
-        return (
-            run.job.preemptible
-            and run.job.id in snap.running
-            and snap.now - run.start >= self.min_runtime_s
-            and (self._pool_past_budget or snap.evictions.get(run.job.id, 0) < self.max_evictions)
-        )
+        running, evictions, now = snap.running, snap.evictions, snap.now
+        min_runtime, budget = self.min_runtime_s, self.max_evictions
+        past_budget = self._pool_past_budget
+        return [
+            r
+            for r in session.running.values()
+            if r.job.preemptible
+            and r.job.id in running
+            and now - r.start >= min_runtime
+            and (past_budget or evictions.get(r.job.id, 0) < budget)
+        ]
 
     #: Whether jobs at their disruption budget join the victim pool (``reclaim``: they are
     #: masked out of its eligible victims until its last-resort pass).
     _pool_past_budget = False
 
     @staticmethod
-    def _victims(session: Session, pool: list[RunningJob]) -> list[Victim]:
+    def _victims(
+        session: Session,
+        pool: list[RunningJob],
+        allocations: Mapping[TaskId, Allocation] | None = None,
+    ) -> list[Victim]:
         """Every victim of ``pool``: elastic members first (the job keeps running), then
-        whole jobs, each by the profile's cost (fixed within a cycle)."""
-        order = session.profile.victim_order
+        whole jobs, each by the profile's cost (fixed within a cycle). ``allocations``: the
+        state's, as a plain mapping (faster to read than the layered map)."""
+        cost = session.profile.victim_order.cost
         memo = session.snapshot.memo
         if memo is None:
-            get = session.state.allocations.get
+            get = (session.state.allocations if allocations is None else allocations).get
             victims = []
             for r in pool:
                 tasks = r.job.tasks
@@ -264,8 +298,12 @@ class Evicting:
                     fresh[r.job.id] = (r, found)
                 victims.extend(found)
             memo.tables[_MEMO_TABLE] = fresh
-        victims.sort(key=lambda v: (v.whole, order.cost(session, v.run)))
-        return victims
+        # By (whole, cost): members by cost, then whole jobs by cost (each sort is stable).
+        members = [v for v in victims if not v.whole]
+        wholes = [v for v in victims if v.whole]
+        members.sort(key=lambda v: cost(session, v.run))
+        wholes.sort(key=lambda v: cost(session, v.run))
+        return members + wholes
 
     def _make_room(
         self,
@@ -284,7 +322,7 @@ class Evicting:
         room = rooms.get(session.state, base)
         if int(session.state.gpu_idle.sum()) + room.whole_gpu < job.gpu_milli:
             return None
-        chosen = search_victims(session, job, index, room, self)
+        chosen = search_victims(session, job, index, room, self, most_free=self._most_free)
         if chosen is None:
             return None
         reason = f"{self.reason} for {job.id}"
@@ -328,10 +366,10 @@ def place_as_is(session: Session, job: Job) -> bool:
     return session.place_job(job).ok  # a refusal puts it back in plan.pending
 
 
-def may_fit_now(session: Session, job: Job) -> bool:
+def may_fit_now(session: Session, job: Job, most_free: MostFree | None = None) -> bool:
     """Cheap necessary condition for ``job`` to fit as it is: some node has room for its first
-    unplaced pod's GPUs (the kept per-share fit counts), or CPU for a CPU-only pod; share
-    variants and MIG pods: assume yes."""
+    unplaced pod's GPUs (the kept per-share fit counts; ``most_free``: their maxima, kept
+    between calls), or CPU for a CPU-only pod; share variants and MIG pods: assume yes."""
     todo = [t for t in job.tasks[: job.min_available] if t.id not in session.state.allocations]
     if not todo:
         return True
@@ -341,7 +379,10 @@ def may_fit_now(session: Session, job: Job) -> bool:
     if s.mig_profile or variants(state, s) is not None:
         return True
     if s.num_gpu:
-        return int(gpu_fit_count(state, share_needed(session, task)).max(initial=0)) >= s.num_gpu
+        milli = share_needed(session, task)
+        if most_free is not None:
+            return most_free(state, milli) >= s.num_gpu
+        return int(gpu_fit_count(state, milli).max(initial=0)) >= s.num_gpu
     return int(state.cpu_free.max(initial=0)) >= s.cpu_milli
 
 

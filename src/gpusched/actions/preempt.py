@@ -201,6 +201,8 @@ class Preempt(Evicting):
     name = "preempt"
     reason = "preempted by higher priority"
 
+    uses_lowest_priority = True
+
     def cheap_check(self, session: Session, job: Job, lowest_priority: int) -> bool:
         return job.priority > lowest_priority
 

@@ -15,12 +15,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpusched.actions.victim_index import Victim
-from gpusched.framework import Session, Statement
+from gpusched.framework import ClusterState, Session, Statement
 from gpusched.model import (
     MILLI_PER_GPU,
     Job,
     Task,
 )
+from gpusched.plugins.filters import gpu_fit_count
 
 Mask = NDArray[np.bool_]
 
@@ -39,7 +40,16 @@ class VictimRule(Protocol):
         ...
 
 
-__all__ = ["FIT", "NODE_LOCAL_CANDIDATES", "Mask", "VictimRule", "fits", "set_cost", "share_needed"]
+__all__ = [
+    "FIT",
+    "NODE_LOCAL_CANDIDATES",
+    "Mask",
+    "MostFree",
+    "VictimRule",
+    "fits",
+    "set_cost",
+    "share_needed",
+]
 
 
 def fits(session: Session, job: Job) -> bool:
@@ -51,6 +61,27 @@ def fits(session: Session, job: Job) -> bool:
     )
     stmt.rollback()
     return ok
+
+
+class MostFree:
+    """Per GPU share: the most GPUs with that share free on any one node of a state
+    (``max_n gpu_fit_count[n]``), kept while the state's clock stands still
+    (:attr:`~gpusched.framework.state.VersionClock.now`: then neither it nor a copy has
+    changed), so requests asked between two changes pay for it once per share."""
+
+    __slots__ = ("_kept",)
+
+    def __init__(self) -> None:
+        self._kept: dict[int, tuple[ClusterState, int, int]] = {}
+
+    def __call__(self, state: ClusterState, gpu_milli: int) -> int:
+        now = state.clock.now
+        kept = self._kept.get(gpu_milli)
+        if kept is not None and kept[0] is state and kept[1] == now:
+            return kept[2]
+        most = int(gpu_fit_count(state, gpu_milli).max(initial=0))
+        self._kept[gpu_milli] = (state, now, most)
+        return most
 
 
 def set_cost(victims: list[Victim]) -> tuple[int, int, int, int]:

@@ -31,18 +31,19 @@ the eligible entries (about the number of running pods), no Python loop over nod
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from gpusched.framework import ClusterState, RunningJob
+from gpusched.framework import Allocation, ClusterState, RunningJob
+from gpusched.framework.allocation import AllocationMap
 from gpusched.framework.release_batch import index_ranges
 from gpusched.model import Job, JobId, QueueName, Task, TaskId, TaskShape
 
-__all__ = ["Victim", "VictimIndex"]
+__all__ = ["Victim", "VictimIndex", "key_order"]
 
 I64 = NDArray[np.int64]
 Mask = NDArray[np.bool_]
@@ -74,7 +75,15 @@ class VictimIndex:
     per victim, in order.
     """
 
-    def __init__(self, state: ClusterState, victims: Sequence[Victim]) -> None:
+    def __init__(
+        self,
+        state: ClusterState,
+        victims: Sequence[Victim],
+        *,
+        allocations: Mapping[TaskId, Allocation] | None = None,
+    ) -> None:
+        """``allocations``: the state's, as a plain mapping to read instead of the layered
+        map (:meth:`~gpusched.framework.allocation.AllocationMap.as_dict`)."""
         self.victims: list[Victim] = list(victims)
         count = len(victims)
         jobs = [v.run.job for v in victims]
@@ -102,14 +111,20 @@ class VictimIndex:
                 self._of_job[job.id] = [rank]
             else:
                 ranks_of.append(rank)
-        self._build_entries(state, victims)
+        self._build_entries(
+            state, victims, state.allocations if allocations is None else allocations
+        )
 
-    def _build_entries(self, state: ClusterState, victims: Sequence[Victim]) -> None:
+    def _build_entries(
+        self,
+        state: ClusterState,
+        victims: Sequence[Victim],
+        allocations: Mapping[TaskId, Allocation] | AllocationMap,
+    ) -> None:
         """One entry per (victim, node) (module docstring), sorted by node; the victims'
         order is kept within a node. A GPU's share is summed over the entry's pods as one
         ``bincount`` over (entry, slot) pairs."""
         members: set[TaskId] = {t.id for v in victims if not v.whole for t in v.tasks}
-        allocations = state.allocations
         width = state.gpu_slots
         nodes: list[int] = []
         ranks: list[int] = []
@@ -286,13 +301,23 @@ class VictimIndex:
         the lower node), each with its ``chosen`` victims in order."""
         if not len(hit):
             return []
-        best = np.lexsort((hit, *keys.T[::-1]))[:limit]
+        return self.on_nodes(hit[key_order(hit, keys)[:limit]].tolist(), chosen)
+
+    def on_nodes(self, nodes: list[int], chosen: Mask) -> list[tuple[int, list[Victim]]]:
+        """Each of ``nodes`` with its ``chosen`` victims in order."""
         victims = self.victims
         out = []
-        for n in hit[best].tolist():
+        for n in nodes:
             ranks = self.e_victim[self.node_start[n] : self.node_start[n + 1]].tolist()
             out.append((n, [victims[r] for r in ranks if chosen[r]]))
         return out
+
+
+def key_order(hit: I64, keys: I64) -> I64:
+    """The order of nodes ``hit`` by their first-fit ``keys`` (:meth:`VictimIndex.fit_keys`),
+    ties by node: a total order, the nodes being distinct."""
+    order: I64 = np.lexsort((hit, *keys.T[::-1]))
+    return order
 
 
 _NO_HITS: tuple[I64, I64] = (np.zeros(0, dtype=np.int64), np.zeros((0, 5), dtype=np.int64))

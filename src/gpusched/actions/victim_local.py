@@ -20,6 +20,7 @@ from gpusched.actions.victim_fit import (
     FIT,
     NODE_LOCAL_CANDIDATES,
     Mask,
+    MostFree,
     VictimRule,
     fits,
     set_cost,
@@ -123,8 +124,11 @@ def node_local(
     task: Task,
     candidates: list[tuple[int, list[Victim]]],
     evicting: VictimRule,
+    *,
+    most_free: MostFree | None = None,
 ) -> list[Victim] | None:
-    """The least disruptive set of victims on one node that lets ``task`` fit there.
+    """The least disruptive set of victims on one node that lets ``task`` fit there
+    (``most_free``: kept answers for :func:`row_check_is_placement`).
 
     Nodes must pass every filter but the resource fit. :meth:`VictimIndex.first_fits` found,
     on every such node at once, the first-fit prefix of its eligible victims (a gang spanning
@@ -141,7 +145,7 @@ def node_local(
     (:func:`_floor`) cannot give a cheaper one (a later equal one loses the tie) and is
     skipped.
     """
-    if candidates and row_check_is_placement(session, task):
+    if candidates and row_check_is_placement(session, task, most_free):
         best: list[Victim] | None = None
         cost = (0, 0, 0, 0)
         for node, victims in candidates:
@@ -207,8 +211,9 @@ DETERMINISTIC = frozenset(
 )
 
 
-def row_check_is_placement(session: Session, task: Task) -> bool:
-    """Whether :func:`on_node`'s row test already answers :func:`node_local`'s full check.
+def row_check_is_placement(session: Session, task: Task, most_free: MostFree | None = None) -> bool:
+    """Whether :func:`on_node`'s row test already answers :func:`node_local`'s full check
+    (``most_free``: kept answers to the GPU term below).
 
     The check releases the chosen victims on a scratch copy and runs the profile's placement
     for ``task`` (the job's one unplaced pod). It succeeds iff some node passes every filter
@@ -245,8 +250,15 @@ def row_check_is_placement(session: Session, task: Task) -> bool:
     if profile.gpu_as_integer and s.is_sharing:  # as place_task sees it
         task = Task(task.id, task.job, replace(s, gpu_milli=MILLI_PER_GPU))
     k = s.num_gpu
-    if k and int(gpu_fit_count(session.state, task.shape.gpu_milli).max(initial=0)) < k:
-        return True  # no node has the GPUs free: the resource fit fails everywhere
+    if k:
+        state, milli = session.state, task.shape.gpu_milli
+        most = (
+            int(gpu_fit_count(state, milli).max(initial=0))
+            if most_free is None
+            else most_free(state, milli)
+        )
+        if most < k:
+            return True  # no node has the GPUs free: the resource fit fails everywhere
     return not session.feasible(task).any()
 
 

@@ -44,7 +44,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from gpusched.actions.victim_index import Victim, VictimIndex, _changes, _row_counts
+from gpusched.actions.victim_index import (
+    Victim,
+    VictimIndex,
+    _changes,
+    _row_counts,
+    key_order,
+)
 from gpusched.framework import ClusterState
 from gpusched.framework.release_batch import index_ranges
 from gpusched.model import TaskShape
@@ -75,8 +81,10 @@ class Room:
         "_first",
         "_recomputed",
         "_revision",
+        "_seen",
         "_stamps",
         "_updates",
+        "_whole",
         "base",
         "chosen",
         "count",
@@ -91,9 +99,16 @@ class Room:
         self.index = index
         self.base = base
         self.chosen: Mask = base & index.alive
-        self.whole_gpu = _whole_gpu(index, self.chosen)
+        #: Per victim: the GPU milli it adds to ``whole_gpu`` (a chosen whole victim's, else
+        #: 0), so an update adds the change of the victims touched since instead of summing
+        #: them all again (only touched victims change liveness or size: ``index.touched``).
+        self._whole: I64 = np.where(self.chosen & index.whole, index.gpu_milli, 0)
+        self.whole_gpu = int(self._whole.sum())
         self._revision = index.revision
         self._stamps: I64 = state.version.copy()
+        #: The state and its clock (:attr:`~gpusched.framework.state.VersionClock.now`) as of
+        #: the last refresh: while both stand, no version stamp has moved since.
+        self._seen: tuple[ClusterState, int] = (state, state.clock.now)
         self.count, self.cpu, self.mem, self.gpu = _rows(index, state, self.chosen, None)
         #: Updates so far, and the one that last recomputed each node (an answer kept at update
         #: ``u`` is brought up to date on the nodes with ``_recomputed > u``).
@@ -106,16 +121,30 @@ class Room:
         """Bring the rooms up to date with ``state`` and the index's liveness (module
         docstring)."""
         index = self.index
+        seen = (state, state.clock.now)
+        if (
+            index.revision == self._revision
+            and seen[0] is self._seen[0]
+            and seen[1] == self._seen[1]
+        ):
+            return  # (nothing changed: a state the clock has not moved for, no eviction)
+        self._seen = seen
         changed: Mask = state.version != self._stamps
         if index.revision != self._revision:
-            self.chosen = self.base & index.alive
-            self.whole_gpu = _whole_gpu(index, self.chosen)
+            chosen = self.chosen = self.base & index.alive
             moved = np.flatnonzero(index.touched > self._revision)
+            whole = self._whole
             if len(moved) > _FEW_MOVED:
                 changed[index.e_node[np.isin(index.e_victim, moved)]] = True
+                now = np.where(chosen[moved] & index.whole[moved], index.gpu_milli[moved], 0)
+                self.whole_gpu += int(now.sum()) - int(whole[moved].sum())
+                whole[moved] = now
             else:
                 for r in moved.tolist():
                     changed[list(index.victims[r].nodes)] = True
+                    milli = int(index.gpu_milli[r]) if chosen[r] and index.whole[r] else 0
+                    self.whole_gpu += milli - int(whole[r])
+                    whole[r] = milli
             self._revision = index.revision
         nodes = np.flatnonzero(changed)
         if not len(nodes):
@@ -151,15 +180,22 @@ class Room:
         index = self.index
         kept = self._first.get((shape, milli))
         if kept is None:
-            hit, keys = index.fit_keys(state, shape, milli, self.chosen, nodes=nodes)
+            hit, keys = _in_key_order(
+                *index.fit_keys(state, shape, milli, self.chosen, nodes=nodes)
+            )
         else:
             changed = (self._recomputed > kept.update) | (nodes != kept.nodes)
             stay = ~changed[kept.hit]
-            new, more = index.fit_keys(state, shape, milli, self.chosen, nodes=changed & nodes)
-            hit = np.concatenate((kept.hit[stay], new))
-            keys = np.concatenate((kept.keys[stay], more))
+            hit, keys = kept.hit[stay], kept.keys[stay]  # (still in key order)
+            ask = changed & nodes
+            if ask.any():
+                new, more = index.fit_keys(state, shape, milli, self.chosen, nodes=ask)
+                if len(new):
+                    hit, keys = _in_key_order(
+                        np.concatenate((hit, new)), np.concatenate((keys, more))
+                    )
         self._first[shape, milli] = _Kept(hit, keys, nodes.copy(), self._updates)
-        return index.ranked(hit, keys, self.chosen, limit)
+        return index.on_nodes(hit[:limit].tolist(), self.chosen)
 
     def _answer(self, kind: str, shape: TaskShape, milli: int) -> Any:
         key = (kind, shape, milli)
@@ -180,7 +216,10 @@ class Room:
 
 class _Kept:
     """One shape's first-fit keys: nodes ``hit`` with their ``keys`` among the asked
-    ``nodes``, as of update ``update`` of the room."""
+    ``nodes``, as of update ``update`` of the room; in key order
+    (:func:`~gpusched.actions.victim_index.key_order`, a total order), so the cheapest nodes
+    of any subset that keeps its order lead it: when an update finds no new nodes, the nodes
+    kept are ranked already."""
 
     __slots__ = ("hit", "keys", "nodes", "update")
 
@@ -216,9 +255,12 @@ class Rooms:
         return room
 
 
-def _whole_gpu(index: VictimIndex, chosen: Mask) -> int:
-    """GPU milli of the ``chosen`` whole victims."""
-    return int(np.dot(index.gpu_milli, chosen & index.whole))
+def _in_key_order(hit: I64, keys: I64) -> tuple[I64, I64]:
+    """``hit`` and ``keys`` sorted by :func:`~gpusched.actions.victim_index.key_order`."""
+    if len(hit) < 2:
+        return hit, keys
+    order = key_order(hit, keys)
+    return hit[order], keys[order]
 
 
 def _rows(

@@ -26,6 +26,7 @@ import numpy as np
 from gpusched.actions.victim_fit import (
     FIT,
     NODE_LOCAL_CANDIDATES,
+    MostFree,
     VictimRule,
     fits,
     share_needed,
@@ -51,9 +52,11 @@ def search_victims(
     index: VictimIndex,
     room: Room,
     evicting: VictimRule,
+    *,
+    most_free: MostFree | None = None,
 ) -> list[Victim] | None:
     """A small, cheap set of ``room.chosen`` victims whose eviction lets ``job`` fit (module
-    docstring)."""
+    docstring; ``most_free``: the caller's kept answers, :class:`MostFree`)."""
     gang = [t for t in job.tasks[: job.min_available] if t.id not in session.state.allocations]
     if not gang:
         return None
@@ -66,7 +69,7 @@ def search_victims(
         candidates = _candidates(session, job, task, room)
         if not candidates:  # no node can host it, whatever is evicted: no search can succeed
             return None
-        local = node_local(session, job, task, candidates, evicting)
+        local = node_local(session, job, task, candidates, evicting, most_free=most_free)
         if local is not None:
             return local or None  # empty: it fits as it is, nothing to evict
     elif fit_filter:

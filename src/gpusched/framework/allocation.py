@@ -143,6 +143,12 @@ class AllocationMap:
     def __len__(self) -> int:
         return len(self._entries())
 
+    def as_dict(self) -> dict[TaskId, Allocation]:
+        """Every visible entry as a fresh plain dict (one pass over the layers): for a caller
+        about to look up many tasks at once, each then a dict lookup instead of a walk down
+        the layers. A copy: later changes to the map do not show in it."""
+        return self._entries()
+
     def flattened(self) -> AllocationMap:
         """One layer holding the same entries."""
         flat = AllocationMap()

@@ -73,6 +73,12 @@ class VersionClock:
     def __init__(self) -> None:
         self._next = 1
 
+    @property
+    def now(self) -> int:
+        """The next stamp to be handed out: it moves whenever a state sharing this clock (the
+        state or any of its copies) changes, so while it stands still none of them has."""
+        return self._next
+
     def tick(self) -> int:
         value = self._next
         self._next += 1
