@@ -81,6 +81,21 @@ def test_evaluate_gives_the_per_type_formula_bit_for_bit(k: int) -> None:
     assert np.array_equal(frag._by_share(cpu, gpu, model), expected)
 
 
+@pytest.mark.parametrize("k", [1, 2, 9, 40])
+def test_from_states_gives_the_batch_of_arrays_bit_for_bit(k: int) -> None:
+    cpu, gpu, model = _random_states(np.random.default_rng(10 + k), k)
+    gpu[model >= 0, -1] = 1500 if k == 9 else 1000  # k == 9: a share beyond the table
+    frag = Fragmentation(TARGET, MODELS)
+    keys = [
+        (m, c, tuple(sorted(g)))
+        for m, c, g in zip(model.tolist(), cpu.tolist(), gpu.tolist(), strict=True)
+    ]
+    expected = _per_type_matrix(cpu, gpu, model) @ TARGET.prob
+    for _ in range(2):  # the second batch is read from the memo
+        assert np.array_equal(frag.from_states(keys), expected)
+        assert np.array_equal(frag.from_states(keys), frag(cpu, gpu, model))
+
+
 def test_shares_beyond_the_table_give_the_per_type_formula() -> None:
     cpu, gpu, model = _random_states(np.random.default_rng(5), 40)
     gpu[model >= 0, 0] = 1500  # more than a GPU holds: not in the per-share table

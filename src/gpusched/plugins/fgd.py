@@ -30,6 +30,7 @@ workload's most common types must cover.
 
 from __future__ import annotations
 
+from bisect import insort
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,9 +39,9 @@ from numpy.typing import NDArray
 
 from gpusched.errors import ConfigError
 from gpusched.framework import BoolArray, ClusterState, CycleContext, FloatArray, PluginContext
-from gpusched.model import Task
+from gpusched.model import Task, TaskShape
 from gpusched.plugins._util import tightest_gpus
-from gpusched.plugins.fragmentation import DEDUP_AT, Fragmentation, TargetWorkload
+from gpusched.plugins.fragmentation import DEDUP_AT, Fragmentation, StateKey, TargetWorkload
 
 __all__ = ["Fgd"]
 
@@ -132,43 +133,28 @@ class Fgd:
 
         ``F(before)`` comes from the per-node cache; the nodes whose cache is stale are
         evaluated in the same batch as the after-states (one vectorised call per task). A
-        batch too small to be deduplicated (:class:`Fragmentation`) is evaluated from the
-        nodes' per-GPU table rows (:meth:`Fragmentation.per_gpu`): a sharing task's after-state
-        on GPU ``g`` differs from its node only in ``g``'s row; the batch and its matrix are
-        the ones the states themselves give, so ``F`` keeps its bits.
+        batch too small to be deduplicated (:class:`Fragmentation`) is listed as state keys
+        (:func:`_state_keys`) for :meth:`Fragmentation.from_states`: the same states in the
+        same order, the same matrix, so ``F`` keeps its bits.
         """
         s = task.shape
-        cpu = state.cpu_free[idx]
-        model = state.model_id[idx]
         free = state.gpu_free[idx]
         k, width = free.shape
         sharing = s.is_sharing
         fresh = self._f_stamp[idx] != version
         stale = int(np.count_nonzero(fresh))
-        frag = self._frag
-        rows = stale + (k * width if sharing else k)
-        each = frag.per_gpu(free) if rows < DEDUP_AT else None
-        if each is None:
+        if stale + (k * width if sharing else k) >= DEDUP_AT:
+            cpu, model = state.cpu_free[idx], state.model_id[idx]
             values = self._states(task, cpu, free, model, fresh=fresh, stale=stale)
         else:
-            sums = np.add.reduce(each, axis=1)
-            if s.num_gpu == 0:
-                after, after_cpu, after_model = sums, cpu - s.cpu_milli, model
-            elif sharing:
-                # Each GPU's row after taking the share: its row plus the table's change.
-                after = (sums[:, None, :] + frag.taking(s.gpu_milli)[free]).reshape(k * width, -1)
-                after_cpu, after_model = (cpu - s.cpu_milli).repeat(width), model.repeat(width)
-            else:
-                ordered = self._take_tightest(free, s.num_gpu, s.gpu_milli)
-                taken = frag.per_gpu(ordered)
-                assert taken is not None
-                after = np.add.reduce(taken, axis=1)
-                after_cpu, after_model = cpu - s.cpu_milli, model
-            if stale:
-                after = np.concatenate([sums[fresh], after])
-                after_cpu = np.concatenate([cpu[fresh], after_cpu])
-                after_model = np.concatenate([model[fresh], after_model])
-            values = frag.from_sums(after, after_cpu, after_model)
+            keys = _state_keys(
+                s,
+                state.cpu_free[idx].tolist(),
+                free.tolist(),
+                state.model_id[idx].tolist(),
+                fresh.tolist(),
+            )
+            values = self._frag.from_states(keys)
         if stale:
             nodes = idx[fresh]
             self._f[nodes] = values[:stale]
@@ -250,3 +236,44 @@ class Fgd:
                 return (int(cache.gpu[node]),)
             return (int((row >= s.gpu_milli).nonzero()[0][0]),)
         return tightest_gpus(row, s.num_gpu, s.gpu_milli)
+
+
+def _state_keys(
+    s: TaskShape, cpu: list[int], free: list[list[int]], model: list[int], fresh: list[bool]
+) -> list[StateKey]:
+    """The batch of :meth:`Fgd._delta` as state keys: the ``fresh`` nodes' states, then the
+    after-states of every node (CPU-only and whole-GPU tasks: one per node; sharing tasks: one
+    per GPU of each node, that GPU giving up ``gpu_milli``, floored at 0) -- the states
+    :meth:`Fgd._states` lays out, in its order."""
+    keys: list[StateKey] = [
+        (m, c, tuple(sorted(f)))
+        for m, c, f, new in zip(model, cpu, free, fresh, strict=True)
+        if new
+    ]
+    cpu_milli, milli = s.cpu_milli, s.gpu_milli
+    for m, c, f in zip(model, cpu, free, strict=True):
+        after_cpu = c - cpu_milli
+        if s.num_gpu == 0:
+            keys.append((m, after_cpu, tuple(sorted(f))))
+        elif s.is_sharing:
+            # GPUs with the same share give the same after-state: one key per share.
+            ordered = sorted(f)
+            by_share: dict[int, StateKey] = {}
+            for share in f:
+                key = by_share.get(share)
+                if key is None:
+                    row = ordered.copy()
+                    row.remove(share)
+                    insort(row, max(share - milli, 0))
+                    key = by_share[share] = (m, after_cpu, tuple(row))
+                keys.append(key)
+        else:
+            # Fgd._take_tightest: the num_gpu smallest sufficient shares give up milli.
+            ordered = sorted(f)
+            left = s.num_gpu
+            for i, share in enumerate(ordered):
+                if left and share >= milli:
+                    ordered[i] = share - milli
+                    left -= 1
+            keys.append((m, after_cpu, tuple(sorted(ordered))))
+    return keys

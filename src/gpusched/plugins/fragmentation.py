@@ -17,6 +17,7 @@ FGD score evaluates F for a few changed nodes per task, the metrics for the whol
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,12 +28,19 @@ from numpy.typing import NDArray
 from gpusched.framework import ClusterState
 from gpusched.model import MILLI_PER_GPU, GpuModel, TaskShape
 
-__all__ = ["Fragmentation", "TargetWorkload", "cluster_fragmentation"]
+__all__ = ["Fragmentation", "StateKey", "TargetWorkload", "cluster_fragmentation"]
 
 I64 = NDArray[np.int64]
 
 #: Unit of the GPU count in the packed per-share sums of :meth:`Fragmentation._evaluate`.
 _COUNT = 1 << 32
+#: A node state as :meth:`Fragmentation.from_states` keys it: ``(model_id, cpu_free, shares)``,
+#: the GPU shares sorted ascending (``F`` ignores GPU order).
+StateKey = tuple[int, int, tuple[int, ...]]
+#: Rows first allocated for the integer rows memoised by :meth:`Fragmentation.from_states`
+#: (doubled as needed), and the most states memoised before the memo starts over.
+_ROW_TABLE_START = 1024
+_ROW_MEMO_MAX = 1 << 17
 #: Largest batch whose per-GPU sums are read from the per-share table.
 _TABLE_ROWS = 512
 #: Batches at least this large are deduplicated before evaluation.
@@ -129,9 +137,13 @@ class Fragmentation:
         "_num",
         "_per_share",
         "_prob",
+        "_row_of",
+        "_row_table",
+        "_share_list",
         "_static",
         "_taking",
         "_thresholds",
+        "_usable_types",
     )
 
     def __init__(self, target: TargetWorkload, models: Sequence[GpuModel]) -> None:
@@ -155,6 +167,19 @@ class Fragmentation:
         # with u_m free), unreachable where the type cannot use the model's GPUs.
         self._need = np.where(self._static, self._num * _COUNT, np.iinfo(np.int64).max)
         self._taking: dict[int, I64] = {}
+        # For :meth:`_frag_row`, as Python values: the distinct shares, and per model row (the
+        # last is ``model_id == -1``) the types that may use its GPUs, as (type, share
+        # column, GPU count, CPU).
+        self._share_list: list[int] = self._thresholds.ravel().tolist()
+        self._usable_types: list[list[tuple[int, int, int, int]]] = [
+            [
+                (m, int(self._column[m]), int(target.num[m]), int(target.cpu[m]))
+                for m in np.flatnonzero(row).tolist()
+            ]
+            for row in self._static
+        ]
+        self._row_of: dict[StateKey, int] = {}
+        self._row_table = np.zeros((_ROW_TABLE_START, len(target)), dtype=np.int64)
 
     def __call__(
         self, cpu_free: I64, gpu_free: NDArray[np.integer], model_id: I64
@@ -227,6 +252,55 @@ class Fragmentation:
         host = (sums >= self._need[model_id]) & (cpu_free[:, None] >= self._cpu)
         frag = packed[:, -1:] - (sums & (_COUNT - 1)) * host
         return np.asarray(frag @ self._prob, dtype=np.float64)
+
+    def from_states(self, states: Sequence[StateKey]) -> NDArray[np.float64]:
+        """``F`` of a batch of states given as keys (:data:`StateKey`): the same integer
+        matrix ``frag`` as :meth:`_evaluate` (one row per state, in order; contiguous
+        ``int64``) and the same product with ``p``, so the same bits as laying the states out
+        as arrays -- without the dozen array operations that costs for a few states.
+
+        Cache: each distinct state's row of ``frag`` is computed once (:meth:`_frag_row`, in
+        Python) and kept in a table; a batch is one gather of its rows. A row depends only on
+        the state and this object's target and models, both fixed for its life, so entries
+        never go stale; the memo starts over past :data:`_ROW_MEMO_MAX` states, only to bound
+        its memory.
+        """
+        row_of = self._row_of
+        if len(row_of) + len(states) > _ROW_MEMO_MAX:
+            row_of.clear()
+        rows: list[int] = []
+        missing: list[StateKey] = []
+        for key in states:
+            i = row_of.get(key)
+            if i is None:
+                i = row_of[key] = len(row_of)
+                missing.append(key)
+            rows.append(i)
+        if missing:
+            table = self._row_table
+            end = len(row_of)
+            if end > len(table):
+                grown = np.zeros((max(end, 2 * len(table)), table.shape[1]), dtype=np.int64)
+                grown[: len(table)] = table
+                table = self._row_table = grown
+            table[end - len(missing) : end] = [self._frag_row(*key) for key in missing]
+        frag = self._row_table[rows]
+        return np.asarray(frag @ self._prob, dtype=np.float64)
+
+    def _frag_row(self, model_id: int, cpu_free: int, shares: tuple[int, ...]) -> list[int]:
+        """Row ``frag[n, :]`` of :meth:`_evaluate` for one state, with Python integers
+        (``shares`` sorted ascending: the GPUs with at least ``u`` free are a suffix)."""
+        idle = sum(shares)
+        per_column = [
+            (len(shares) - i, sum(shares[i:]))
+            for i in (bisect_left(shares, u) for u in self._share_list)
+        ]
+        row = [idle] * len(self._prob)
+        for m, column, num, cpu in self._usable_types[model_id]:
+            count, usable = per_column[column]
+            if count >= num and cpu_free >= cpu:
+                row[m] = idle - usable
+        return row
 
     def _by_share(
         self, cpu_free: I64, gpu_free: NDArray[np.integer], model_id: I64
