@@ -145,12 +145,19 @@ class QuotaAdmission(SessionBase):
         if key is None:
             key = (job.queue, self._gang_request(job)[1], job.preemptible)
             self._requests[job.id] = (job, req, key)
+        # A kept answer stands while the usage has not changed (same version), or, when the
+        # queues admitted the key, while nothing has been charged beyond the ceilings that
+        # keep it admitted (QuotaBook.admit_until: the answer is monotone in usage).
         known = self._refusals.get(key)
-        if known is not None and known[0] == quota.version:
+        if known is not None and (
+            known[0] == quota.version or (known[1] is None and quota.still_admits(key))
+        ):
             refused = known[1]
         else:
             refused = self._refusal(job, req, key)
             self._refusals[key] = (quota.version, refused)
+            if refused is None:
+                quota.admit_until(key, job.queue, req, lent=job.preemptible)
         # The hold depends on the job (its rank, its expected end), so it is checked for every
         # job, after the kept answer for its key.
         hold = self.quota_hold
