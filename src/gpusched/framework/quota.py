@@ -98,11 +98,13 @@ class QuotaBook:
     """Usage of every queue during one cycle, updated as jobs are placed or evicted."""
 
     __slots__ = (
+        "_admitted",
         "_guarantees",
         "_leaves",
         "_never_pool",
         "_paths",
         "capacity",
+        "charged",
         "history",
         "relevant",
         "tree",
@@ -142,6 +144,12 @@ class QuotaBook:
         )
         #: Bumped on every charge and refund: answers about usage keyed on it stay valid.
         self.version = 0
+        #: Per resource, the sum of every positive amount ever charged (refunds are not
+        #: subtracted): no queue's usage of ``x`` has grown by more than the growth of
+        #: ``charged[x]`` over any stretch of the book's life (:meth:`still_admits`).
+        self.charged: dict[str, int] = {}
+        # Ceilings on ``charged`` under which a kept admission stands (:meth:`admit_until`).
+        self._admitted: dict[object, dict[str, int]] = {}
         # Facts of the (fixed) tree and capacity, worked out once per queue or resource.
         self._paths: dict[QueueName, tuple[QueueName, ...]] = {}
         self._guarantees: dict[QueueName, tuple[_GuaranteeCheck, ...]] = {}
@@ -163,6 +171,10 @@ class QuotaBook:
         self.version += 1
         for q in self._path(queue):
             self.usage[q] = self.usage[q] + req
+        charged = self.charged
+        for x, v in req.items():
+            if v > 0:
+                charged[x] = charged.get(x, 0) + v
 
     def refund(self, queue: QueueName, req: Resources) -> None:
         if queue not in self.tree:
@@ -298,6 +310,67 @@ class QuotaBook:
                         if r and used[x] + r > g[x]:
                             return False
         return True
+
+    def admit_until(self, key: object, queue: QueueName, req: Resources, *, lent: bool) -> None:
+        """Remember, under ``key``, that ``req`` of ``queue`` is admitted at the current usage
+        (no limit broken, and within the guarantees or allowed to borrow, as
+        :meth:`~gpusched.framework.session_quota.QuotaAdmission._quota_problem` asks with
+        ``borrow=True``), with ceilings on :attr:`charged` up to which that stays true.
+
+        Every answer is monotone in usage: more usage anywhere only breaks limits, leaves
+        less guarantee room and a smaller pool ``B_q``. With ``D[x]`` the growth of
+        ``charged[x]`` since now, every queue's usage of ``x`` is at most ``U[x] + D[x]``
+        (refunds only lower it), so the request stays admitted while, per resource:
+
+        * ``D[x] <= L_a[x] - U_a[x] - r[x]`` for each limit on the path;
+        * when within the guarantees now: ``D[x] <= G_a[x] - U_a[x] - r[x]`` for each
+          guarantee check that applies (``r[x] > 0``);
+        * otherwise (borrowing): ``D[gpu] <= (B_q - b) // 3``, since ``b`` grows by at most
+          ``D[gpu]`` and ``B_q`` shrinks by at most ``2 D[gpu]`` (the leaves' usage grows by
+          at most ``D[gpu]`` in all; each unit costs the pool at most one unit through
+          ``max(G_p, U_p)`` and one through the lent idle guarantee).
+
+        The ceiling is ``charged[x]`` now plus that slack. Nothing is remembered when
+        ``req`` is refused now."""
+        slack: dict[str, int] = {}
+
+        def bound(x: str, room: int) -> None:
+            slack[x] = min(slack.get(x, room), room)
+
+        usage = self.usage
+        for q in self._path(queue):
+            limit = self.tree[q].limit
+            for x, cap in (limit or {}).items():
+                bound(x, cap - usage[q][x] - req[x])
+        if self.within_guarantee(queue, req):
+            for q, g, names, per_model in self._guarantee_checks(queue):
+                used = usage[q]
+                for x in names:
+                    r = req[x]
+                    if r:
+                        bound(x, g[x] - used[x] - r)
+                if per_model:
+                    for x in req:
+                        if x not in names and x.startswith(_MODEL):
+                            r = req[x]
+                            if r:
+                                bound(x, g[x] - used[x] - r)
+        else:
+            room = self.borrowable(queue, lent=lent) - self.beyond_guarantee(queue, req)
+            bound(GPU, room // 3 if room >= 0 else -1)
+        if any(v < 0 for v in slack.values()):
+            return
+        charged = self.charged
+        self._admitted[key] = {x: charged.get(x, 0) + v for x, v in slack.items()}
+
+    def still_admits(self, key: object) -> bool:
+        """Whether the admission kept under ``key`` (:meth:`admit_until`) still stands: no
+        resource charged beyond its ceiling since. ``False`` when none is kept (ask again)."""
+        ceiling = self._admitted.get(key)
+        if ceiling is None:
+            return False
+        charged = self.charged
+        return all(charged.get(x, 0) <= c for x, c in ceiling.items())
 
     def borrowable(
         self, queue: QueueName | None = None, resource: str = GPU, *, lent: bool = True

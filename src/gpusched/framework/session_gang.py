@@ -78,13 +78,17 @@ class GangPlacement(SessionBase):
             if refused is not None:
                 self.plan.pending[job.id] = refused
                 return refused, refused
-        todo = [t for t in job.tasks if t.id not in self.state.allocations]
+        allocations = self.state.allocations
+        todo = [t for t in job.tasks if t.id not in allocations]
         need = job.min_available - (len(job.tasks) - len(todo))
+        size = max(need, 0)
+        gang_tasks = todo[:size]
         self.begin_job(job)
+        # (gang size, topology, *shapes): built without a generator for the usual lone task.
         key: tuple[object, ...] = (
-            max(need, 0),
-            job.topology,
-            *(t.shape for t in todo[: max(need, 0)]),
+            (size, job.topology, gang_tasks[0].shape)
+            if len(gang_tasks) == 1
+            else (size, job.topology, *[t.shape for t in gang_tasks])
         )
         if job.topology is not None and not job.topology.required:
             # A preferred gang's patience for one domain is a share of its run time: the
@@ -99,7 +103,6 @@ class GangPlacement(SessionBase):
             self.plan.pending[job.id] = known
             return known, None
         stmt = Statement(self.state)
-        gang_tasks = todo[: max(need, 0)]
         failed = self.confine(job, gang_tasks)
         try:
             for task in gang_tasks if failed is None else ():
@@ -139,9 +142,9 @@ class GangPlacement(SessionBase):
             return status, None
         # Elastic members beyond the gang: best effort, one by one, each within the queue's
         # limit and guarantee-or-borrowing rules like the gang itself.
-        gang = {t.id for t in todo[: max(need, 0)]}
+        gang = {t.id for t in gang_tasks}
         members = [t for t in job.tasks if t.id in gang or t.id in self.state.allocations]
-        for task in todo[max(need, 0) :]:
+        for task in todo[size:]:
             if self.quota is not None:
                 # A job placed by eviction (check_quota=False) must stay within its guarantee,
                 # so its members may not borrow (it could be reclaimed back: a loop).
