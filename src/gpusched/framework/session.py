@@ -25,7 +25,6 @@ members); :mod:`.session_quota` charges jobs to their queues and says why the qu
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -312,9 +311,17 @@ class Session(GangPlacement, QuotaAdmission, Diagnosis):
         if not self.blocked_nodes:
             return 0, None
         end = self.snapshot.now + self.runtime_estimate(job)
-        starts = sorted({start for start, _ in self.blocked_nodes.values()})
-        owner = any(owner == job.id for _, owner in self.blocked_nodes.values())
-        return bisect.bisect_left(starts, end), job.id if owner else None
+        # One pass, no sort: the class is the number of distinct starts before ``end``
+        # (what ``bisect_left`` on the sorted distinct starts gives).
+        earlier: set[float] = set()
+        owner = False
+        me = job.id
+        for start, held_by in self.blocked_nodes.values():
+            if start < end:
+                earlier.add(start)
+            if held_by == me:
+                owner = True
+        return len(earlier), me if owner else None
 
     def runtime_estimate(self, job: Job) -> float:
         """The job's run time as the scheduler may know it: the user's estimate, else the
