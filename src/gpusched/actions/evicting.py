@@ -26,7 +26,6 @@ from gpusched.model import (
     TaskId,
     gpu_model_resource,
 )
-from gpusched.plugins.filters import gpu_fit_count
 
 __all__ = [
     "Evicting",
@@ -40,10 +39,13 @@ __all__ = [
 ]
 
 
-def victims_of(session: Session, run: RunningJob) -> list[Victim]:
+def victims_of(
+    session: Session, run: RunningJob, allocations: Mapping[TaskId, Allocation] | None = None
+) -> list[Victim]:
     """Each elastic member ``run`` holds beyond its gang (last bound first), then the whole
-    job."""
-    get = session.state.allocations.get
+    job. ``allocations``: the state's, as a plain mapping (faster to read than the layered
+    map, for a caller asking for many jobs)."""
+    get = (session.state.allocations if allocations is None else allocations).get
     job = run.job
     bound = [(t, a) for t in job.tasks if (a := get(t.id)) is not None]
     extra = len(bound) - job.min_available
@@ -272,18 +274,7 @@ class Evicting:
         cost = session.profile.victim_order.cost
         memo = session.snapshot.memo
         if memo is None:
-            get = (session.state.allocations if allocations is None else allocations).get
-            victims = []
-            for r in pool:
-                tasks = r.job.tasks
-                if len(tasks) == 1 and (a := get(tasks[0].id)) is not None:
-                    # (victims_of's one-pod case, inline: most running jobs have one pod)
-                    shape = tasks[0].shape
-                    victims.append(
-                        Victim(r, tasks, True, shape.total_gpu_milli, frozenset((a.node,)))
-                    )
-                else:
-                    victims.extend(victims_of(session, r))
+            victims = [v for r in pool for v in victims_of(session, r, allocations)]
         else:  # a running record's victims are fixed (memo contract) unless it shrank
             old = memo.tables.get(_MEMO_TABLE, {})
             fresh: dict[JobId, tuple[object, list[Victim]]] = {}
@@ -293,7 +284,7 @@ class Evicting:
                 if hit is not None and hit[0] is r and r.job.id not in session.shrunk:
                     found: list[Victim] = hit[1]
                 else:
-                    found = victims_of(session, r)
+                    found = victims_of(session, r, allocations)
                 if r.job.id not in session.shrunk:
                     fresh[r.job.id] = (r, found)
                 victims.extend(found)
@@ -379,10 +370,7 @@ def may_fit_now(session: Session, job: Job, most_free: MostFree | None = None) -
     if s.mig_profile or variants(state, s) is not None:
         return True
     if s.num_gpu:
-        milli = share_needed(session, task)
-        if most_free is not None:
-            return most_free(state, milli) >= s.num_gpu
-        return int(gpu_fit_count(state, milli).max(initial=0)) >= s.num_gpu
+        return (most_free or MostFree())(state, share_needed(session, task)) >= s.num_gpu
     return int(state.cpu_free.max(initial=0)) >= s.cpu_milli
 
 

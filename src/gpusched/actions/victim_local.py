@@ -34,7 +34,6 @@ from gpusched.model import (
     Job,
     Task,
 )
-from gpusched.plugins.filters import gpu_fit_count
 
 __all__ = [
     "DETERMINISTIC",
@@ -252,12 +251,7 @@ def row_check_is_placement(session: Session, task: Task, most_free: MostFree | N
     k = s.num_gpu
     if k:
         state, milli = session.state, task.shape.gpu_milli
-        most = (
-            int(gpu_fit_count(state, milli).max(initial=0))
-            if most_free is None
-            else most_free(state, milli)
-        )
-        if most < k:
+        if (most_free or MostFree())(state, milli) < k:
             return True  # no node has the GPUs free: the resource fit fails everywhere
     return not session.feasible(task).any()
 

@@ -25,21 +25,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpusched.framework.quota import job_request
+from gpusched.framework.quota import add_request, job_request
 from gpusched.framework.session_base import SessionBase
 from gpusched.framework.status import Code, Status
-from gpusched.model import (
-    CPU,
-    GPU,
-    MEMORY,
-    Job,
-    JobId,
-    QueueName,
-    Resources,
-    Task,
-    TaskShape,
-    gpu_model_resource,
-)
+from gpusched.model import Job, JobId, QueueName, Resources, Task, TaskShape
 
 __all__ = ["QuotaAdmission"]
 
@@ -86,47 +75,23 @@ class QuotaAdmission(SessionBase):
     def _running_totals(self) -> list[tuple[QueueName, Resources]]:
         """Each queue's running jobs' charges summed (no memo keeps them per job), as
         :class:`~gpusched.framework.quota.QuotaBook` sums them: the same amounts, with the
-        names in the same order.
-
-        This is :func:`~gpusched.framework.quota.add_request` over every held task of every
-        running job (~20k at start), written out in one loop: per job, the held tasks' GPU
-        milli (MIG instances in GPU-equivalents), CPU and memory are summed, each task's GPU
-        milli is also added to ``gpu/<M>`` of the model it landed on (or of the one model its
-        shape allows, should its node have no model), then ``gpu``, ``cpu`` and ``memory``
-        are added, in that order."""
+        names in the same order."""
         allocations = self.state.allocations
         model_of = self.state.node_models
-        model_names: dict[str, str] = {}  # model -> gpu_model_resource(model)
         totals: dict[QueueName, dict[str, int]] = {}
         for run in self.snapshot.running.values():
             job = run.job
             total = totals.get(job.queue)
             if total is None:
                 total = totals[job.queue] = {}
-            gpu = cpu = mem = 0
+            models: list[str] = []
+            held: list[Task] = []
             for task in job.tasks:
                 alloc = allocations.get(task.id)
-                if alloc is None:
-                    continue
-                s = task.shape
-                g = s.mig_milli if s.mig_profile else s.num_gpu * s.gpu_milli  # total_gpu_milli
-                gpu += g
-                cpu += s.cpu_milli
-                mem += s.memory_mib
-                if not g:
-                    continue
-                model = model_of[alloc.node]
-                if not model:
-                    if len(s.gpu_models) != 1:
-                        continue
-                    model = next(iter(s.gpu_models))
-                key = model_names.get(model)
-                if key is None:
-                    key = model_names[model] = gpu_model_resource(model)
-                total[key] = total.get(key, 0) + g
-            total[GPU] = total.get(GPU, 0) + gpu
-            total[CPU] = total.get(CPU, 0) + cpu
-            total[MEMORY] = total.get(MEMORY, 0) + mem
+                if alloc is not None:
+                    models.append(model_of[alloc.node])
+                    held.append(task)
+            add_request(total, job, models, held)
         return [(queue, Resources(total)) for queue, total in totals.items()]
 
     def request(self, job: Job) -> Resources:

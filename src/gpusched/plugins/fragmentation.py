@@ -141,7 +141,6 @@ class Fragmentation:
         "_row_table",
         "_share_list",
         "_static",
-        "_taking",
         "_thresholds",
         "_usable_types",
     )
@@ -166,7 +165,6 @@ class Fragmentation:
         # _need[model, m]: the least packed sum of a state type m fits by GPUs (num_m GPUs
         # with u_m free), unreachable where the type cannot use the model's GPUs.
         self._need = np.where(self._static, self._num * _COUNT, np.iinfo(np.int64).max)
-        self._taking: dict[int, I64] = {}
         # For :meth:`_frag_row`, as Python values: the distinct shares, and per model row (the
         # last is ``model_id == -1``) the types that may use its GPUs, as (type, share
         # column, GPU count, CPU).
@@ -231,19 +229,6 @@ class Fragmentation:
         except IndexError:
             return None
         return rows
-
-    def taking(self, milli: int) -> I64:
-        """``per_gpu`` change of one GPU when a task takes ``milli`` of it (``(1001, M + 1)``):
-        row ``f`` is the table's row at ``max(f - milli, 0)`` minus its row at ``f``, so a
-        state whose GPU ``g`` gives up ``milli`` has packed sums ``sums + taking[f_g]`` (exact
-        integers: the same sums as subtracting and adding the two rows). Kept per share; the
-        table is fixed for this object's life."""
-        table = self._taking.get(milli)
-        if table is None:
-            share = np.arange(MILLI_PER_GPU + 1, dtype=np.int64)
-            per_share = self._per_share
-            table = self._taking[milli] = per_share[np.maximum(share - milli, 0)] - per_share
-        return table
 
     def from_sums(self, packed: I64, cpu_free: I64, model_id: I64) -> NDArray[np.float64]:
         """``F`` of the batch of states with packed per-GPU sums ``packed`` (``(k, M + 1)``,
