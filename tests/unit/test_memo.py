@@ -21,7 +21,7 @@ from gpusched.sim.cycle_bench import CycleSetup, build_cycle_setup, steady_snaps
 
 @pytest.fixture(scope="module")
 def setup() -> CycleSetup:
-    return build_cycle_setup(120, 300)
+    return build_cycle_setup(160, 400)
 
 
 def test_steady_cycle_plans_agree_with_and_without_the_memo(

@@ -190,7 +190,7 @@ def _plan(snapshot: Snapshot, policy: str, shapes: list[TaskShape]) -> Planned:
 
 # Sizes at which both cycles of each policy evict (the steady cycle evicts little: most
 # pending jobs would borrow quota held for one that waits).
-@pytest.mark.parametrize(("policy", "nodes"), [("gpusched", 200), ("gpusched-topo", 240)])
+@pytest.mark.parametrize(("policy", "nodes"), [("gpusched", 200), ("gpusched-topo", 200)])
 def test_cycles_plan_the_same_without_the_shortcuts(
     policy: str, nodes: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:

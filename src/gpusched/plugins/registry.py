@@ -24,6 +24,7 @@ from gpusched.plugins.network_packing import NetworkPacking
 from gpusched.plugins.node_constraints import NodeConstraints, NodePreference
 from gpusched.plugins.numa_cpu import NumaLocalCpu
 from gpusched.plugins.pickers import BestFitGpu, FirstFitGpu, RandomGpu
+from gpusched.plugins.pinned_models import SparePinnedModels
 from gpusched.plugins.queue_sort import FairShare, Fifo, PriorityOrder
 from gpusched.plugins.random_choice import RandomScore
 from gpusched.plugins.topology_aware import TopologyAwareGpu
@@ -64,6 +65,7 @@ PLUGINS: dict[str, PluginFactory] = {
     "balanced-allocation": _no_args(BalancedAllocationScore),
     "gpu-topology": _no_args(TopologyScore),
     "network-packing": _no_args(NetworkPacking),
+    "spare-pinned-models": SparePinnedModels.from_args,
     # GPU pickers
     "best-fit-gpu": _no_args(BestFitGpu),
     "first-fit-gpu": _no_args(FirstFitGpu),

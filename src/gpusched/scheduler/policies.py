@@ -93,7 +93,8 @@ POLICIES: dict[str, ProfileSpec] = {
         description=(
             "gpusched batch: gangs, EASY backfill with a reservation and a quota hold, "
             "quota reclaim, "
-            "priority preemption, fair share, FGD placement"
+            "priority preemption, fair share, FGD placement; work that runs on any GPU model "
+            "stays off the models other work is pinned to"
         ),
         actions=["backfill", "reclaim", "preempt"],
         queue_sort="fair-share",
@@ -102,7 +103,11 @@ POLICIES: dict[str, ProfileSpec] = {
             PluginSpec(name="gpu-model"),
             PluginSpec(name="node-constraints"),
         ],
-        scores=[PluginSpec(name="fgd"), PluginSpec(name="node-preference", weight=0.2)],
+        scores=[
+            PluginSpec(name="fgd"),
+            PluginSpec(name="node-preference", weight=0.2),
+            PluginSpec(name="spare-pinned-models"),
+        ],
         gpu_picker=PluginSpec(name="fgd"),
     ),
 }
