@@ -73,8 +73,9 @@ def run_command(
         str | None,
         typer.Option(
             help="workload file (native YAML/CSV or openb pod CSV) whose task shapes FGD's "
-            "fragmentation measure weighs, as simulate does with its workload; default: none "
-            "(one whole GPU)"
+            "fragmentation measure weighs and whose GPU-model-pinned shapes spare-pinned-models "
+            "keeps other work away from, as simulate does with its workload; default: none "
+            "(one whole GPU, no model preference)"
         ),
     ] = None,
     metrics_address: Annotated[

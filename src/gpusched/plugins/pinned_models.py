@@ -7,7 +7,8 @@ lands on an H100 node is room the pinned jobs cannot get back until it ends -- a
 gang that needs several whole nodes of its model starves behind a handful of them. Slurm
 sites get the same effect from node weights (the scarce, sought-after nodes are used last).
 
-From the workload hint, each model's *pinned pressure* is the GPU share of pinned task shapes
+From the workload hint (the simulated workload; for the live scheduler, its
+``--workload-hint`` file), each model's *pinned pressure* is the GPU share of pinned task shapes
 asking for it (a shape accepting several models counts a part for each) over the model's GPUs
 in the cluster::
 
