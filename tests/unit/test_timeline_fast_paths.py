@@ -19,7 +19,7 @@ import pytest
 
 from builders import cycle_context, make_job, make_node, make_state, policy_profile
 from gpusched.framework import RunningJob, Session, Snapshot, release_batch
-from gpusched.framework.timeline import estimate_starts, expected_ends, reserve
+from gpusched.framework.timeline import estimate_starts, expected_ends, optimistic_ends, reserve
 from gpusched.model import Job, JobId
 
 NOW = 10_000.0
@@ -168,3 +168,26 @@ def test_a_grown_release_prefix_is_the_batch_of_the_longer_prefix_at_once(
         assert prefix.offsets == offsets
         for name in ("node", "cpu", "mem", "shape", "width", "gpu_offset", "gpu_slot", "gpu_milli"):
             assert np.array_equal(getattr(batch, name), getattr(whole, name)), name
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_optimistic_ends_differ_only_for_overrun_jobs(seed: int) -> None:
+    """Optimistic ends (timeline docstring): ``start + est`` before the estimate runs out,
+    ``now + 0.1 * est`` after it; the kept expected ends are not touched."""
+    session = _busy_session(seed)
+    before = list(expected_ends(session))
+    optimistic = {j: e for e, j in optimistic_ends(session)}
+    expected = {j: e for e, j in before}
+    assert set(optimistic) == set(expected) == set(session.running.as_dict())
+    overrun = 0
+    for job_id, run in session.running.as_dict().items():
+        est = session.runtime_estimate(run.job)
+        if run.start + est > NOW:
+            assert optimistic[job_id] == expected[job_id] == run.start + est
+        else:
+            overrun += 1
+            assert optimistic[job_id] == NOW + 0.1 * est
+            assert expected[job_id] == NOW + max(0.1 * est, NOW - run.start)
+    assert overrun  # the setup has overrun jobs
+    assert optimistic_ends(session) == sorted((e, j) for j, e in optimistic.items())
+    assert expected_ends(session) == before

@@ -10,7 +10,10 @@ expected to hold it soon enough::
 
 that is ``t_one - now <= patience(j)`` with ``t_one`` the start the one-domain reservation
 search would find (:func:`~.timeline.reserve` with ``one_domain=True``), tested with a single
-trial (``exact=False``).
+trial (``exact=False``), with running jobs at their *optimistic* ends (an overrun job a tenth
+of its estimate later, :mod:`~.timeline`): a domain frees once any of its jobs ends, sooner
+than each one's own expected end. The bet is made again every cycle, so a gang may wait long
+for a domain when its jobs keep overrunning (docs/topology.md has the cost in waiting).
 
 (``now`` is the split start: the gang fits split right now, else it would not get here.) The
 status says when and why, with numbers; the head-of-line gang's reservation then holds the
@@ -40,7 +43,10 @@ def wait_for_domain(session: Session, job: Job, level_name: str) -> Status | Non
     if patience <= 0:
         return None
     now = session.snapshot.now
-    if reserve(session, job, one_domain=True, until=now + patience, exact=False) is None:
+    found = reserve(
+        session, job, one_domain=True, until=now + patience, exact=False, optimistic=True
+    )
+    if found is None:
         return None
     return Status(
         Code.UNSCHEDULABLE,
