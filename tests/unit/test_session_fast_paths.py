@@ -172,16 +172,17 @@ def _plain_feasible(session: Session, task: Task, skip: str | None) -> np.ndarra
 @pytest.mark.parametrize("skip", [None, "node-resources-fit", "gpu-model"])
 @pytest.mark.parametrize("held", [False, True])
 @pytest.mark.parametrize("confined", [False, True])
+@pytest.mark.parametrize("policy", ["gpusched", "gpusched-topo"])
 def test_feasible_skips_filters_that_exclude_nothing_and_still_holds_nodes(
-    skip: str | None, held: bool, confined: bool
+    skip: str | None, held: bool, confined: bool, policy: str
 ) -> None:
     """Filters that exclude no node answer with the shared ``everywhere`` mask, which
     ``feasible`` skips; the answer is the plain conjunction all the same, and always the
-    caller's own array."""
+    caller's own array (gpusched-topo: ``numa-local-cpu`` passes these tasks everywhere)."""
     nodes = [make_node(f"g{i}").gpus(4, model="G2" if i % 2 else "T4") for i in range(8)]
     nodes[5] = make_node("g5").gpus(4, model="G2").label("pool", "a")
     state = make_state(*nodes)
-    session = Session(Snapshot(state, ()), policy_profile("gpusched"), cycle_context())
+    session = Session(Snapshot(state, ()), policy_profile(policy), cycle_context())
     if held:
         session.blocked_nodes = {2: (50.0, JobId("holder")), 3: (10**9, JobId("other"))}
         session._end_estimate = 100.0
@@ -201,6 +202,9 @@ def test_feasible_skips_filters_that_exclude_nothing_and_still_holds_nodes(
         assert np.array_equal(got, _plain_feasible(session, task, skip)), task.id
         assert got.flags.writeable
         assert got is not state.everywhere
+        for f in session.profile.filters:
+            if f.name == "numa-local-cpu":  # (no task here asks for NUMA-local CPUs)
+                assert f.filter(session.ctx, task, state) is state.everywhere
 
 
 def test_requests_kept_per_gang_of_shapes_equal_each_jobs_own() -> None:
