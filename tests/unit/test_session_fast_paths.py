@@ -36,6 +36,7 @@ from gpusched.model import (
     TaskId,
     TaskShape,
 )
+from gpusched.plugins.queue_sort import FairShare
 
 
 class _Fixed:
@@ -320,3 +321,33 @@ def test_scores_that_are_zero_everywhere_are_skipped_without_changing_picks(
     expected = np.where(feasible, total, -np.inf)
     assert np.array_equal(session.node_scores(task, feasible), expected)
     assert session.select_node(task, feasible) == int(np.argmax(expected))
+
+
+def test_fair_share_order_kept_for_the_same_jobs_and_shares_equals_a_fresh_sort() -> None:
+    """The fair-share order kept from the last call (same job sequence, same shares) is the
+    sort a fresh plugin makes; a change of usage, or other jobs, sorts again."""
+    state = make_state(make_node("g").gpus(8).cpu(64).mem_gib(512))
+    jobs = tuple(
+        make_job(f"j{i}").gpus(1).queue("a" if i % 2 else "b").at(float(10 - i)).build()
+        for i in range(6)
+    )
+    session = Session(
+        Snapshot(state, jobs, queues=_capped_tree()), policy_profile("gpusched"), cycle_context()
+    )
+    quota = session.quota
+    assert quota is not None
+    kept = FairShare()
+
+    def fresh() -> list[JobId]:
+        return [j.id for j in FairShare().order(session, jobs)]
+
+    first = kept.order(session, jobs)
+    first.reverse()  # (a caller's own list: changing it leaves the kept order alone)
+    before = fresh()
+    assert [j.id for j in kept.order(session, jobs)] == before
+    quota.charge(QueueName("b"), Resources({"gpu": 2000}))  # b's share grows: a goes first
+    assert [j.id for j in kept.order(session, jobs)] == fresh() != before
+    others = jobs[1:]
+    assert [j.id for j in kept.order(session, others)] == [
+        j.id for j in FairShare().order(session, others)
+    ]
