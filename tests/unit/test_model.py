@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import pickle
+
 import pytest
 
 from builders import make_job, make_node, make_task
@@ -70,3 +73,24 @@ def test_exception_tree_and_trace_error_message() -> None:
     err = TraceError("pods.csv", 7, "gpu_milli", "got 1200; expected a value <= 1000")
     assert str(err) == "pods.csv:7: field 'gpu_milli': got 1200; expected a value <= 1000"
     assert str(TraceError("pods.csv", None, None, "file not found")) == "pods.csv: file not found"
+
+
+def test_task_shape_hash_is_the_dataclass_hash_kept_and_never_pickled() -> None:
+    """A shape's hash is that of the tuple of its compared fields (what the dataclass would
+    give), the same for equal shapes, worked out again after pickling or ``replace``."""
+    shape = TaskShape(4000, 8192, 1, 500, frozenset({GpuModel("H100")}), mig_count=1)
+    fields_ = tuple(getattr(shape, f.name) for f in dataclasses.fields(shape) if f.compare)
+    assert hash(shape) == hash(fields_)
+    assert hash(shape) == hash(shape)  # (kept after the first call)
+    twin = TaskShape(4000, 8192, 1, 500, frozenset({GpuModel("H100")}))
+    assert twin == shape
+    assert hash(twin) == hash(shape)
+    assert "_hash" not in repr(twin)
+    back = pickle.loads(pickle.dumps(shape))
+    assert back == shape
+    assert back._hash is None  # (a string's hash differs between processes: not pickled)
+    assert hash(back) == hash(shape)
+    other = dataclasses.replace(shape, gpu_milli=1000)
+    other_fields = tuple(getattr(other, f.name) for f in dataclasses.fields(other) if f.compare)
+    assert other != shape
+    assert hash(other) == hash(other_fields)

@@ -28,10 +28,11 @@ import pytest
 from builders import make_node, make_state
 from gpusched.actions import victim_local
 from gpusched.actions.victim_fit import set_cost
-from gpusched.actions.victim_index import Victim, VictimIndex, _row_counts
+from gpusched.actions.victim_index import Victim, VictimIndex
 from gpusched.actions.victim_room import Room, Rooms
 from gpusched.framework import ClusterState, Eviction, PluginContext, RunningJob, Snapshot
 from gpusched.model import MILLI_PER_GPU, Job, JobId, NodeName, Task, TaskId, TaskShape
+from gpusched.plugins.filters import row_counts
 from gpusched.scheduler import build_profile, policy_spec, schedule
 from gpusched.sim.cycle_bench import build_cycle_setup, steady_snapshot
 
@@ -170,9 +171,9 @@ def test_floor_is_no_dearer_than_any_set_of_the_victims(seed: int) -> None:
 def test_row_counts_equal_count_nonzero(width: int) -> None:
     rng = np.random.default_rng(width)
     mask = rng.random((50, width)) < 0.5
-    assert (_row_counts(mask) == np.count_nonzero(mask, axis=1)).all()
+    assert (row_counts(mask) == np.count_nonzero(mask, axis=1)).all()
     strided = np.repeat(mask, 2, axis=1)[:, ::2]  # not contiguous: the plain count
-    assert (_row_counts(strided) == np.count_nonzero(mask, axis=1)).all()
+    assert (row_counts(strided) == np.count_nonzero(mask, axis=1)).all()
 
 
 Planned = tuple[list[tuple[object, ...]], list[Eviction], dict[JobId, tuple[NodeName, ...]]]

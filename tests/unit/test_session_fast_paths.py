@@ -36,6 +36,7 @@ from gpusched.model import (
     TaskId,
     TaskShape,
 )
+from gpusched.plugins.queue_sort import FairShare
 
 
 class _Fixed:
@@ -172,16 +173,17 @@ def _plain_feasible(session: Session, task: Task, skip: str | None) -> np.ndarra
 @pytest.mark.parametrize("skip", [None, "node-resources-fit", "gpu-model"])
 @pytest.mark.parametrize("held", [False, True])
 @pytest.mark.parametrize("confined", [False, True])
+@pytest.mark.parametrize("policy", ["gpusched", "gpusched-topo"])
 def test_feasible_skips_filters_that_exclude_nothing_and_still_holds_nodes(
-    skip: str | None, held: bool, confined: bool
+    skip: str | None, held: bool, confined: bool, policy: str
 ) -> None:
     """Filters that exclude no node answer with the shared ``everywhere`` mask, which
     ``feasible`` skips; the answer is the plain conjunction all the same, and always the
-    caller's own array."""
+    caller's own array (gpusched-topo: ``numa-local-cpu`` passes these tasks everywhere)."""
     nodes = [make_node(f"g{i}").gpus(4, model="G2" if i % 2 else "T4") for i in range(8)]
     nodes[5] = make_node("g5").gpus(4, model="G2").label("pool", "a")
     state = make_state(*nodes)
-    session = Session(Snapshot(state, ()), policy_profile("gpusched"), cycle_context())
+    session = Session(Snapshot(state, ()), policy_profile(policy), cycle_context())
     if held:
         session.blocked_nodes = {2: (50.0, JobId("holder")), 3: (10**9, JobId("other"))}
         session._end_estimate = 100.0
@@ -201,6 +203,9 @@ def test_feasible_skips_filters_that_exclude_nothing_and_still_holds_nodes(
         assert np.array_equal(got, _plain_feasible(session, task, skip)), task.id
         assert got.flags.writeable
         assert got is not state.everywhere
+        for f in session.profile.filters:
+            if f.name == "numa-local-cpu":  # (no task here asks for NUMA-local CPUs)
+                assert f.filter(session.ctx, task, state) is state.everywhere
 
 
 def test_requests_kept_per_gang_of_shapes_equal_each_jobs_own() -> None:
@@ -316,3 +321,33 @@ def test_scores_that_are_zero_everywhere_are_skipped_without_changing_picks(
     expected = np.where(feasible, total, -np.inf)
     assert np.array_equal(session.node_scores(task, feasible), expected)
     assert session.select_node(task, feasible) == int(np.argmax(expected))
+
+
+def test_fair_share_order_kept_for_the_same_jobs_and_shares_equals_a_fresh_sort() -> None:
+    """The fair-share order kept from the last call (same job sequence, same shares) is the
+    sort a fresh plugin makes; a change of usage, or other jobs, sorts again."""
+    state = make_state(make_node("g").gpus(8).cpu(64).mem_gib(512))
+    jobs = tuple(
+        make_job(f"j{i}").gpus(1).queue("a" if i % 2 else "b").at(float(10 - i)).build()
+        for i in range(6)
+    )
+    session = Session(
+        Snapshot(state, jobs, queues=_capped_tree()), policy_profile("gpusched"), cycle_context()
+    )
+    quota = session.quota
+    assert quota is not None
+    kept = FairShare()
+
+    def fresh() -> list[JobId]:
+        return [j.id for j in FairShare().order(session, jobs)]
+
+    first = kept.order(session, jobs)
+    first.reverse()  # (a caller's own list: changing it leaves the kept order alone)
+    before = fresh()
+    assert [j.id for j in kept.order(session, jobs)] == before
+    quota.charge(QueueName("b"), Resources({"gpu": 2000}))  # b's share grows: a goes first
+    assert [j.id for j in kept.order(session, jobs)] == fresh() != before
+    others = jobs[1:]
+    assert [j.id for j in kept.order(session, others)] == [
+        j.id for j in FairShare().order(session, others)
+    ]

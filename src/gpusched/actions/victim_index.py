@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -42,6 +41,7 @@ from gpusched.framework import Allocation, ClusterState, RunningJob
 from gpusched.framework.allocation import AllocationMap
 from gpusched.framework.release_batch import index_ranges
 from gpusched.model import Job, JobId, QueueName, Task, TaskId, TaskShape
+from gpusched.plugins.filters import row_counts
 
 __all__ = ["Victim", "VictimIndex", "key_order"]
 
@@ -269,7 +269,7 @@ class VictimIndex:
         fit &= _running(self.e_mem[take], starts, segment, state.mem_free[own]) >= shape.memory_mib
         if shape.num_gpu:
             gpu = _running(self.e_gpu[take], starts, segment, state.gpu_free[own])
-            fit &= _row_counts(gpu >= milli) >= shape.num_gpu
+            fit &= row_counts(gpu >= milli) >= shape.num_gpu
         hits = np.flatnonzero(fit)
         if not len(hits):
             return _NO_HITS
@@ -330,26 +330,6 @@ def _running(x: NDArray[np.integer], starts: I64, segment: I64, base: NDArray[np
     np.cumsum(x, axis=0, out=total[1:])
     out: I64 = total[1:] - (total[starts] - base)[segment]
     return out
-
-
-#: Unsigned integers as wide as a row of 1, 2, 4 or 8 booleans.
-_ROW_WORDS: dict[int, type[np.unsignedinteger]] = {
-    1: np.uint8,
-    2: np.uint16,
-    4: np.uint32,
-    8: np.uint64,
-}
-
-
-def _row_counts(mask: Mask) -> NDArray[np.integer[Any]]:
-    """``out[i] = #{g : mask[i, g]}``. A row of up to 8 booleans is one machine word whose set
-    bits are the true entries (each stored as byte 1), so a population count per word gives
-    the counts in one pass (far faster than ``count_nonzero`` along an axis)."""
-    word = _ROW_WORDS.get(mask.shape[1])
-    if word is None or not mask.flags.c_contiguous or not hasattr(np, "bitwise_count"):
-        counts: NDArray[np.integer[Any]] = np.asarray(np.count_nonzero(mask, axis=1))
-        return counts
-    return np.bitwise_count(mask.view(word))[:, 0]
 
 
 def _changes(x: I64) -> Mask:

@@ -48,12 +48,12 @@ from gpusched.actions.victim_index import (
     Victim,
     VictimIndex,
     _changes,
-    _row_counts,
     key_order,
 )
 from gpusched.framework import ClusterState
 from gpusched.framework.release_batch import index_ranges
 from gpusched.model import TaskShape
+from gpusched.plugins.filters import row_counts
 
 __all__ = ["KEPT_ROOMS", "Room", "Rooms"]
 
@@ -302,7 +302,7 @@ def _fit(room: Room, shape: TaskShape, milli: int, nodes: I64 | None) -> Mask:
     fit: Mask = (room.count[pick] > 0) & (room.cpu[pick] >= shape.cpu_milli)
     fit &= room.mem[pick] >= shape.memory_mib
     if shape.num_gpu:
-        fit &= _row_counts(room.gpu[pick] >= milli) >= shape.num_gpu
+        fit &= row_counts(room.gpu[pick] >= milli) >= shape.num_gpu
     return fit
 
 

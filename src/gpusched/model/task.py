@@ -8,8 +8,9 @@ of one task. Queues, priorities and runtimes are carried on the job so that the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
+from operator import attrgetter
 
 from gpusched.errors import ConfigError
 from gpusched.model.constraints import NO_CONSTRAINTS, Constraints
@@ -87,6 +88,26 @@ class TaskShape:
     gpu_memory_mib: int = 0
     mig_profile: str = ""
     mig_count: int = 1
+    # The hash of the fields above, worked out on first use: a shape is part of memo keys
+    # hashed tens of thousands of times a cycle. Not compared, shown or pickled (a string's
+    # hash differs from process to process).
+    _hash: int | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        """The hash the dataclass would give: of the tuple of the compared fields."""
+        h = self._hash
+        if h is None:
+            h = hash(_shape_fields(self))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> tuple[object, ...]:
+        return _shape_fields(self)
+
+    def __setstate__(self, state: tuple[object, ...]) -> None:
+        for name, value in zip(_SHAPE_FIELDS, state, strict=True):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_hash", None)
 
     def __post_init__(self) -> None:
         if self.mig_profile:
@@ -119,6 +140,11 @@ class TaskShape:
         if self.mig_profile:
             return self.mig_milli
         return self.num_gpu * self.gpu_milli
+
+
+#: The compared fields of :class:`TaskShape`, in order (what its hash and pickled state hold).
+_SHAPE_FIELDS = tuple(f.name for f in fields(TaskShape) if f.compare)
+_shape_fields = attrgetter(*_SHAPE_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,7 +86,7 @@ _FULL_RECOMPUTE = 16
 class _Scores:
     """Scores of every node, kept up to date from version stamps (module docstring)."""
 
-    __slots__ = ("clock", "dom_idle", "fresh", "layout", "node_idle", "out", "stamps")
+    __slots__ = ("clock", "dom_idle", "fresh", "layout", "node_idle", "out", "stamps", "view")
 
     def __init__(self, state: ClusterState, dom: _Domains) -> None:
         self.clock = state.clock
@@ -95,6 +95,9 @@ class _Scores:
         self.node_idle = np.zeros(state.size, dtype=np.int64)
         self.dom_idle = np.zeros(dom.count, dtype=np.int64)
         self.out = np.zeros(state.size)
+        #: ``out`` read-only, what callers get (``out`` is only ever changed in place).
+        self.view = self.out.view()
+        self.view.flags.writeable = False
         self.fresh = True
 
     def matches(self, state: ClusterState) -> bool:
@@ -149,6 +152,4 @@ class NetworkPacking:
         if kept is None or not kept.matches(state):
             kept = self._scores = _Scores(state, dom)
         kept.refresh(state, dom)
-        view = kept.out.view()
-        view.flags.writeable = False
-        return view
+        return kept.view

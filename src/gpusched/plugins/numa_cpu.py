@@ -6,10 +6,11 @@ picker would give it there exists::
 
     feasible(n) = numa_local_set(n, task) is not None        (plugins.topology_aware)
 
-so filter and picker never disagree. Every other task passes everywhere (one vector of
-``True``). Cost: a vector pre-check (enough whole free GPUs and enough free CPUs on the NUMA
-nodes together, a topology), then a few table lookups per remaining node, in Python; only
-NUMA-local tasks pay it.
+so filter and picker never disagree. Every other task passes everywhere (the state's shared
+``everywhere`` mask, which the session skips instead of and-ing it in). Cost: a vector
+pre-check (enough whole free GPUs and enough free CPUs on the NUMA nodes together, a
+topology), then a few table lookups per remaining node, in Python; only NUMA-local tasks pay
+it.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class NumaLocalCpu:
 
     def filter(self, ctx: CycleContext, task: Task, state: ClusterState) -> BoolArray:
         if not task.shape.numa_local_cpus:
-            return np.ones(state.size, dtype=bool)
+            return state.everywhere
         out = np.zeros(state.size, dtype=bool)
         for node in np.flatnonzero(_candidates(task, state)).tolist():
             out[node] = numa_local_set(state, node, task) is not None

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpusched.framework import Session
-from gpusched.model import Job
+from gpusched.model import Job, QueueName
 
 __all__ = ["FairShare", "Fifo", "PriorityOrder"]
 
@@ -44,9 +44,21 @@ class FairShare:
 
     name = "fair-share"
 
+    def __init__(self) -> None:
+        # The last order made: the jobs, the shares it was sorted by, the order. The same
+        # jobs (the same sequence object) with the same shares sort the same way: the actions
+        # of a cycle that change no usage in between (reclaim then preempt, when reclaim
+        # evicts nothing) share one sort.
+        self._last: tuple[Sequence[Job], dict[QueueName, float], tuple[Job, ...]] | None = None
+
     def order(self, session: Session, jobs: Sequence[Job]) -> list[Job]:
         quota = session.quota
         if quota is None:
             return sorted(jobs, key=lambda j: (-j.priority, j.submit_time))
         shares = {q: quota.share(q) for q in {j.queue for j in jobs}}
-        return sorted(jobs, key=lambda j: (-j.priority, shares[j.queue], j.submit_time))
+        last = self._last
+        if last is not None and last[0] is jobs and last[1] == shares:
+            return list(last[2])
+        out = sorted(jobs, key=lambda j: (-j.priority, shares[j.queue], j.submit_time))
+        self._last = (jobs, shares, tuple(out))
+        return out
