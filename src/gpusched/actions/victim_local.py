@@ -195,12 +195,15 @@ _NO_TOP = -(2**62)
 STATIC_FILTERS = frozenset({"gpu-model", "node-constraints", "numa-local-cpu"})
 
 #: Score plugins and GPU pickers known to draw nothing from the cycle's random source and to
-#: keep only per-node caches stamped with node versions (or exact integer ones), so a trial
-#: placement on a scratch copy's changed nodes leaves nothing that a later placement reads.
+#: keep only per-node caches stamped with node versions (or exact integer ones, or, as
+#: node-preference and spare-pinned-models, per-layout values free resources never change),
+#: so a trial placement on a scratch copy's changed nodes leaves nothing that a later
+#: placement reads.
 DETERMINISTIC = frozenset(
     {
         "fgd",
         "node-preference",
+        "spare-pinned-models",
         "gpu-topology",
         "network-packing",
         "best-fit-gpu",
