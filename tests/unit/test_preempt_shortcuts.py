@@ -233,8 +233,6 @@ def test_built_in_batch_policies_qualify_for_the_row_check(policy: str) -> None:
     if spec.gpu_picker.name not in victim_local.DETERMINISTIC:
         unclassified.append(spec.gpu_picker.name)
     unclassified += [
-        f.name
-        for f in spec.filters
-        if f.name != FIT and f.name not in victim_local.STATIC_FILTERS
+        f.name for f in spec.filters if f.name != FIT and f.name not in victim_local.STATIC_FILTERS
     ]
     assert not unclassified
