@@ -106,6 +106,9 @@ class Session(GangPlacement, QuotaAdmission, Diagnosis):
         self.ends_cache: tuple[int, list[tuple[float, JobId]]] | None = None
         # Expected end of each running job (fixed within a cycle: start and estimate are).
         self.end_of: dict[JobId, float] = {}
+        # The same for optimistic ends (framework.timeline: asked by the domain wait only).
+        self.optimistic_ends_cache: tuple[int, list[tuple[float, JobId]]] | None = None
+        self.optimistic_end_of: dict[JobId, float] = {}
         # Nodes the gang being placed is confined to (its network domain), or None.
         self.restrict: np.ndarray | None = None
         self.release_rows: ReleaseRows | None = None
@@ -354,6 +357,7 @@ class Session(GangPlacement, QuotaAdmission, Diagnosis):
         run = self.running.pop(job_id)
         self.running_epoch += 1
         self.end_of.pop(job_id, None)
+        self.optimistic_end_of.pop(job_id, None)
         if self.quota is not None:
             self.quota.refund(run.job.queue, self.charge_of(run.job))
         for task in run.job.tasks:

@@ -57,6 +57,8 @@ class SessionBase:
         "end_of",
         "ends_cache",
         "evicted",
+        "optimistic_end_of",
+        "optimistic_ends_cache",
         "plan",
         "profile",
         "quota",
@@ -94,6 +96,8 @@ class SessionBase:
     running_epoch: int
     ends_cache: tuple[int, list[tuple[float, JobId]]] | None
     end_of: dict[JobId, float]
+    optimistic_ends_cache: tuple[int, list[tuple[float, JobId]]] | None
+    optimistic_end_of: dict[JobId, float]
     restrict: np.ndarray | None
     release_rows: ReleaseRows | None
     quota_hold: QuotaHold | None

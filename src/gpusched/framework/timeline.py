@@ -133,44 +133,48 @@ def expected_ends(session: Session) -> list[tuple[float, JobId]]:
     call drops the pairs of the jobs changed since, works out the ends of those still running
     and merges them in. The pairs are ordered by ``(end, job)``, a total order, so the list is
     the one a fresh computation gives."""
-    running = session.running
-    changes = running.changes
-    cached = session.ends_cache
-    if cached is not None:
-        seen, ends = cached
-        if seen == len(changes):
-            return ends
-        changed = set(changes[seen:])
-        if 4 * len(changed) < len(ends):
-            kept = [pair for pair in ends if pair[1] not in changed]
-            kept.extend(sorted(_ends(session, ((j, running[j]) for j in changed if j in running))))
-            kept.sort()  # two sorted runs: one linear merge
-            session.ends_cache = (len(changes), kept)
-            return kept
-    ends = _ends(session, running.as_dict().items())
-    ends.sort()
-    session.ends_cache = (len(changes), ends)
-    return ends
+    return _kept_ends(session, optimistic=False)
 
 
 def optimistic_ends(session: Session) -> list[tuple[float, JobId]]:
     """:func:`expected_ends` with overrun jobs at their optimistic ends (module docstring),
-    ``now + 0.1 * est``; not kept (asked only by gangs deciding whether to wait for a domain)."""
-    now = session.snapshot.now
-    ends = []
-    for job_id, run in session.running.as_dict().items():
-        est = session.runtime_estimate(run.job)
-        end = run.start + est
-        ends.append((end if end > now else now + _OVERRUN * est, job_id))
-    ends.sort()
+    ``now + 0.1 * est``; kept on the session the same way, apart from the expected ends."""
+    return _kept_ends(session, optimistic=True)
+
+
+def _kept_ends(session: Session, *, optimistic: bool) -> list[tuple[float, JobId]]:
+    running = session.running
+    changes = running.changes
+    cached = session.optimistic_ends_cache if optimistic else session.ends_cache
+    ends: list[tuple[float, JobId]] | None = None
+    if cached is not None:
+        seen, kept = cached
+        if seen == len(changes):
+            return kept
+        changed = set(changes[seen:])
+        if 4 * len(changed) < len(kept):
+            ends = [pair for pair in kept if pair[1] not in changed]
+            fresh = ((j, running[j]) for j in changed if j in running)
+            ends.extend(sorted(_ends(session, fresh, optimistic=optimistic)))
+            ends.sort()  # two sorted runs: one linear merge
+    if ends is None:
+        ends = _ends(session, running.as_dict().items(), optimistic=optimistic)
+        ends.sort()
+    if optimistic:
+        session.optimistic_ends_cache = (len(changes), ends)
+    else:
+        session.ends_cache = (len(changes), ends)
     return ends
 
 
-def _ends(session: Session, runs: Iterable[tuple[JobId, RunningJob]]) -> list[tuple[float, JobId]]:
-    """``(end, job)`` of each of ``runs`` (module docstring, *expected ends*), unordered; each
-    job's end is kept in :attr:`Session.end_of` for the rest of the cycle."""
+def _ends(
+    session: Session, runs: Iterable[tuple[JobId, RunningJob]], *, optimistic: bool = False
+) -> list[tuple[float, JobId]]:
+    """``(end, job)`` of each of ``runs`` (module docstring, *expected ends*, or *optimistic
+    ends*), unordered; each job's end is kept in :attr:`Session.end_of` (or
+    :attr:`Session.optimistic_end_of`) for the rest of the cycle."""
     now = session.snapshot.now
-    known = session.end_of
+    known = session.optimistic_end_of if optimistic else session.end_of
     ends = []
     for job_id, run in runs:
         end = known.get(job_id)
@@ -178,7 +182,8 @@ def _ends(session: Session, runs: Iterable[tuple[JobId, RunningJob]]) -> list[tu
             est = session.runtime_estimate(run.job)
             end = run.start + est
             if end <= now:
-                end = now + max(_OVERRUN * est, now - run.start)
+                overrun = _OVERRUN * est
+                end = now + (overrun if optimistic else max(overrun, now - run.start))
             known[job_id] = end
         ends.append((end, job_id))
     return ends
