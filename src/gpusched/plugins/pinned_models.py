@@ -33,7 +33,7 @@ import numpy as np
 
 from gpusched.errors import ConfigError
 from gpusched.framework import BoolArray, ClusterState, CycleContext, FloatArray, PluginContext
-from gpusched.model import GpuModel, Task, TaskShape
+from gpusched.model import MILLI_PER_GPU, GpuModel, Task, TaskShape
 
 __all__ = ["SparePinnedModels", "pinned_demand"]
 
@@ -78,21 +78,20 @@ class SparePinnedModels:
         return cached  # type: ignore[return-value]
 
     def _per_node(self, state: ClusterState) -> FloatArray:
+        has_gpus = state.model_id >= 0
         gpus = np.bincount(
-            state.model_id[state.model_id >= 0],
-            weights=state.gpu_count[state.model_id >= 0],
-            minlength=len(state.models),
+            state.model_id[has_gpus], weights=state.gpu_count[has_gpus], minlength=len(state.models)
         )
         pressure = np.array(
             [
-                self.pinned.get(m, 0.0) / (1000.0 * g) if g else 0.0
+                self.pinned.get(m, 0.0) / (MILLI_PER_GPU * g) if g else 0.0
                 for m, g in zip(state.models, gpus, strict=True)
             ]
         )
         top = pressure.max(initial=0.0)
         if top <= 0:
             return state.zero_scores
-        per_node = np.where(state.model_id >= 0, -100.0 * pressure[state.model_id] / top, 0.0)
+        per_node = np.where(has_gpus, -100.0 * pressure[state.model_id] / top, 0.0)
         per_node.setflags(write=False)
         out: FloatArray = per_node
         return out
