@@ -10,10 +10,13 @@ time is summed per cause::
     share(cause) = SUM_{job, cycle} [status(job, cycle) is cause] * (t_next - t_cycle)
                    / SUM_{job, cycle} (t_next - t_cycle)
 
-Causes, read from the status's first reason: ``queue limit`` (its queue, or one above it, is at
-its limit), ``borrowing`` (beyond its guarantee, more than can be borrowed now), ``nodes``
-(the gang does not fit), ``other``; each split by whether the job holds the reservation that
-cycle. It prints the table and the five longest waits with their causes in hours.
+Causes are the statuses' :class:`~gpusched.framework.status.Cause` (``queue-limit``: its queue,
+or one above it, is at its limit; ``borrowing``: beyond its guarantee, more than can be
+borrowed now; ``quota-held``: the quota is held for another job; ``nodes``: the gang does not
+fit; ``domain``, ``order``, ``other``), each split by whether the job holds the reservation
+that cycle. ``simulate --json`` reports the same hours without the split
+(``pending_h_top1pct_largest_by_cause``). It prints the table and the five longest waits with
+their causes in hours.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import argparse
 from collections import defaultdict
 
 from gpusched.cli.inputs import load_inputs
-from gpusched.framework import Plan, Status
+from gpusched.framework import Cause, Plan, Status
 from gpusched.model import JobId
 from gpusched.sim.engine import Simulation
 from gpusched.sim.gang_bench import gang_specs
@@ -31,15 +34,7 @@ from gpusched.sim.runs import prepare
 
 def cause(status: Status, plan: Plan, job: JobId) -> str:
     """The cause of ``job``'s wait this cycle (module docstring)."""
-    reason = status.reasons[0] if status.reasons else ""
-    if "limit" in reason:
-        what = "queue limit"
-    elif "guaranteed" in reason or "borrow" in reason:
-        what = "borrowing"
-    elif "placed together" in reason or "fit" in reason:
-        what = "nodes"
-    else:
-        what = "other"
+    what = (status.cause or Cause.OTHER).value
     return f"{what}, holding the reservation" if job in plan.reservations else what
 
 

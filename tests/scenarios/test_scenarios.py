@@ -34,7 +34,7 @@ what must happen; this module runs them all (one test per file, named by the fil
                                           #  mig: ["0:1g.10gb@6"], its MIG instances)
       evictions: [lo]                   # exactly these are evicted (moved jobs are not listed)
       evicted_members: {el: [el-3, el-2]}     # elastic pods evicted (the job keeps running)
-      no_binds: {other: {reason: "substring", code: Unschedulable}}   # must stay pending
+      no_binds: {other: {reason: "substring", code: Unschedulable, cause: nodes}}  # stays pending
       reservations: {big: {start: 3600, nodes: [a]}}                  # exactly these, if given
       estimated_start: {big: 3600, never: null}                       # null: no estimate
       nominations: {hi: [a]}                                          # exactly these, if given
@@ -74,6 +74,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpusched.errors import InvariantError, TraceError
 from gpusched.framework import (
+    Cause,
     ClusterState,
     Code,
     Plan,
@@ -201,6 +202,7 @@ class BindExpect(_Strict):
 class PendingExpect(_Strict):
     reason: str = Field(default="", description="A substring of the pending status message.")
     code: Code | None = None
+    cause: Cause | None = Field(default=None, description="The status's cause, if given.")
 
 
 class ReservationExpect(_Strict):
@@ -505,6 +507,10 @@ def check_plan(loaded: Loaded, plan: Plan, fails: Failures) -> None:
         fails.check(
             pend.code is None or status.code is pend.code,
             f"no_binds[{job_id}]: code {status.code}, not {pend.code}",
+        )
+        fails.check(
+            pend.cause is None or status.cause is pend.cause,
+            f"no_binds[{job_id}]: cause {status.cause}, not {pend.cause}",
         )
     if expect.reservations is not None:
         got_res = plan.reservations

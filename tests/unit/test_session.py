@@ -15,7 +15,7 @@ from builders import (
     policy_profile,
     run_cycle,
 )
-from gpusched.framework import ClusterState, Code, Plan, Snapshot, Status
+from gpusched.framework import Cause, ClusterState, Code, Plan, Snapshot, Status
 from gpusched.model import Job, JobId, Task, TaskId
 from gpusched.scheduler import POLICIES, schedule
 
@@ -94,7 +94,7 @@ def test_jobs_left_pending_say_why_with_numbers(
 ) -> None:
     plan = run_cycle(gpu_pair(), [job], policy="fgd")
     assert plan.binds == []
-    assert plan.pending == {JobId("j"): Status(code, reasons)}
+    assert plan.pending == {JobId("j"): Status(code, reasons, Cause.NODES)}
 
 
 def test_a_failed_request_is_remembered_for_identical_jobs_in_the_cycle() -> None:
@@ -167,6 +167,7 @@ def test_gang_with_an_impossible_member_is_unresolvable_and_places_nothing() -> 
             "cannot fit on any node even when empty",
             "only 0/2 nodes have GPU model H100",
         ),
+        Cause.NODES,
     )
 
 
@@ -198,6 +199,7 @@ def test_kube_default_holds_a_whole_gpu_for_a_fractional_request() -> None:
     assert plan.pending[JobId("s2")] == Status(
         Code.UNSCHEDULABLE,
         ("1/1 nodes have fewer than 1 GPU(s) with 1000/1000 free (best node: 0)",),
+        Cause.NODES,
     )
 
 

@@ -8,10 +8,12 @@ import pytest
 
 from builders import JobBuilder, make_job, make_node, policy_profile
 from gpusched.errors import InvariantError
-from gpusched.framework import Code
+from gpusched.framework import Cause, Code
 from gpusched.model import JobId, Node
+from gpusched.plugins.fragmentation import TargetWorkload
 from gpusched.sim import SimOptions, Simulation
 from gpusched.sim.events import EventHeap, EventKind
+from gpusched.sim.metrics import RunMetrics, summarise
 
 
 def simulate(
@@ -247,3 +249,54 @@ def test_the_reservation_holder_and_since_are_passed_to_the_next_cycles() -> Non
     assert {h[JobId("big")] for h in with_big} == {5000.0}  # since its first reservation
     assert JobId("big") not in held[-1]  # it started: no longer held
     assert sim.records[JobId("big")].first_start is not None
+
+
+def test_pending_time_is_charged_to_the_cause_that_held_it() -> None:
+    # b arrives at 1 and waits for nodes until a ends at 5; c waits for b (from 4) until 8.
+    sim = simulate(
+        [make_node("n").gpus(2).build()],
+        [
+            make_job("a").gpus(2).at(0).runs_for(5),
+            make_job("b").gpus(2).at(1).runs_for(3),
+            make_job("c").gpus(1).at(4).runs_for(1),
+        ],
+    )
+    b, c = sim.records[JobId("b")], sim.records[JobId("c")]
+    assert (b.wait, b.pending_by_cause) == (4.0, {Cause.NODES: 4.0})
+    assert (c.wait, c.pending_by_cause) == (4.0, {Cause.NODES: 4.0})
+    assert c.status is not None
+    assert c.status.ok
+
+
+def test_summary_reports_the_largest_jobs_pending_hours_by_cause() -> None:
+    # big (4 GPUs, the largest of the 3 jobs) waits 2 h for small's node, then runs.
+    jobs = [
+        make_job("small").gpus(1).at(0).runs_for(7200).build(),
+        make_job("big").gpus(4).at(0).runs_for(60).build(),
+        make_job("other").gpus(1).at(7200).runs_for(60).build(),
+    ]
+    profile = policy_profile("fgd", [t.shape for j in jobs for t in j.tasks])
+    sim = Simulation([make_node("n").gpus(4).build()], jobs, profile)
+    metrics = RunMetrics(sim, TargetWorkload.from_shapes([t.shape for j in jobs for t in j.tasks]))
+    sim.observers.append(metrics)
+    sim.run()
+    summary = summarise(sim, metrics)
+    assert summary["max_wait_s_top1pct_largest"] == 7200.0
+    assert summary["pending_h_top1pct_largest_by_cause"] == {"nodes": 2.0}
+
+
+def test_jobs_behind_a_fifo_head_wait_their_turn() -> None:
+    # fifo-gang: big (2 GPUs) waits for a's node; small (1 GPU) would fit but waits behind it
+    # until big starts at 10, then for big's GPUs until 11.
+    sim = simulate(
+        [make_node("n").gpus(2).build()],
+        [
+            make_job("a").gpus(1).at(0).runs_for(10),
+            make_job("big").gpus(2).at(1).runs_for(1),
+            make_job("small").gpus(1).at(2).runs_for(1),
+        ],
+        policy="fifo-gang",
+    )
+    big, small = sim.records[JobId("big")], sim.records[JobId("small")]
+    assert big.pending_by_cause == {Cause.NODES: 9.0}
+    assert small.pending_by_cause == {Cause.ORDER: 8.0, Cause.NODES: 1.0}

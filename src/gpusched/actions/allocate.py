@@ -50,12 +50,15 @@
   holds a reservation. A job still pending ``starve_after_s`` after it was submitted (an
   evicted job counts from its submission too) is then considered first, oldest first, ahead
   of the queue order:
-  the first of them that is blocked gets the reservation (or the quota hold; a job held back by
-  its queue's *limit* gets a hold only then, since holding a queue's limit for its head job
-  makes the queue's other jobs wait), so its wait is bounded by ``starve_after_s`` plus the
-  time until its reservation or hold ends -- when run-time estimates hold. Measured on the
-  main job over 8 seeds with 4 h, it made waits longer on average, the largest jobs' included
-  (estimates are mostly missing, so reservations slip; docs/benchmarks.md §4), hence off.
+  the first of them that is blocked gets the reservation (or the quota hold when only borrowing
+  keeps it waiting), so once it holds them its wait is bounded by the time until they end --
+  when run-time estimates hold. With ``limit_holds`` (off by default) an aged job held back by
+  its queue's *limit* also holds that limit EASY-style (the queue's other jobs start only if
+  they end before it can); measured, that lengthened the queue's other waits more than it
+  shortened the aged job's. Measured at 24 h without limit holds on the 5,000-job gang runs
+  (seeds 1-4, 7): the largest jobs' longest wait 177.1 -> 132.4 h on average, average wait
+  78.5 -> 83.1 min, and on the main job's 8 seeds every wait a little longer
+  (docs/benchmarks.md §4), hence off.
 
   *Starvation guard* (opt-in, ``guard_after_s``; off by default): the first blocked job, once
   it has waited longer than ``guard_after_s`` since submission, evicts the work on its
@@ -129,6 +132,7 @@ class Backfill:
         starve_after_s: float | None = None,
         evict_overdue: bool = True,
         guard_after_s: float | None = None,
+        limit_holds: bool = False,
     ) -> None:
         if reservations < 0:
             raise ValueError(f"reservations must be >= 0, got {reservations}")
@@ -140,6 +144,7 @@ class Backfill:
         if guard_after_s is not None and guard_after_s < 0:
             raise ValueError(f"guard_after_s must be >= 0 seconds, got {guard_after_s}")
         self.guard_after_s = guard_after_s
+        self.limit_holds = limit_holds
 
     def execute(self, session: Session) -> None:
         order = [j for j in session.pending_jobs() if j.id not in session.running]
@@ -164,7 +169,8 @@ class Backfill:
             if refused is not None:
                 if self.reservations and session.quota_hold is None:
                     old = aging is not None and now - job.submit_time > aging
-                    hold = session.quota_hold = quota_hold(session, job, limits=old)
+                    limits = old and self.limit_holds
+                    hold = session.quota_hold = quota_hold(session, job, limits=limits)
                     if hold is not None:
                         session.plan.quota_holds[hold.job] = hold
                         session.quota_hold_ahead = frozenset(j.id for j in order[:rank])

@@ -268,7 +268,9 @@ class Defrag:
                 f"{loss / 3600:.2f} GPU-h of progress; starting now gains {gain / 3600:.2f} "
                 f"GPU-h, less than {self.factor:g}x that"
             )
-            session.plan.pending[job.id] = Status(status.code, (*status.reasons, note))
+            session.plan.pending[job.id] = Status(
+                status.code, (*status.reasons, note), status.cause
+            )
         return False
 
     def _commit(

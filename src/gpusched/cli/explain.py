@@ -46,7 +46,9 @@ def _explain_lines(exp: Explanation) -> list[str]:
     lines = [f"[bold]{exp.job.id}[/bold] is pending at {_at(exp.now)}", "", "[bold]needs[/bold]"]
     lines += [f"  {escape(n)}" for n in exp.needs]
     if exp.status is not None:
-        lines += ["", f"[bold]status[/bold]: {exp.status.code.value}"]
+        cause = exp.status.cause
+        held_by = f" (cause: {cause.value})" if cause is not None else ""
+        lines += ["", f"[bold]status[/bold]: {exp.status.code.value}{held_by}"]
         lines += [f"  {escape(r)}" for r in exp.status.reasons]
     lines += ["", "[bold]nodes[/bold]"]
     lines.append(

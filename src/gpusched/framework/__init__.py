@@ -19,13 +19,14 @@ from gpusched.framework.session import Session
 from gpusched.framework.snapshot import RunningJob, Snapshot, cycle_seed
 from gpusched.framework.state import ClusterState, VersionClock
 from gpusched.framework.statement import Statement
-from gpusched.framework.status import Code, Status
+from gpusched.framework.status import Cause, Code, Status
 
 __all__ = [
     "Action",
     "Allocation",
     "Bind",
     "BoolArray",
+    "Cause",
     "ClusterState",
     "Code",
     "CycleContext",

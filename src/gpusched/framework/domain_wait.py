@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpusched.framework.domains import DOMAIN_PATIENCE, patience_s
-from gpusched.framework.status import Code, Status
+from gpusched.framework.status import Cause, Code, Status
 from gpusched.framework.timeline import reserve
 from gpusched.model import Job
 
@@ -55,4 +55,5 @@ def wait_for_domain(session: Session, job: Job, level_name: str) -> Status | Non
             f"now; one is expected to within its patience of {patience / 60:.1f} min "
             f"({DOMAIN_PATIENCE:.0%} of its estimated run time), as running jobs end",
         ),
+        Cause.DOMAIN,
     )

@@ -273,6 +273,10 @@ class QuotaBook:
         ``None``: it exceeds a limit on the path, or the part beyond the guarantees exceeds
         what could ever be borrowed, ``max_a (r - G_a) > C - SUM_p G_p + SUM_{p not on path}
         min(lend_p, G_p)``."""
+        return self.never_within_limits(queue, req) or self.never_borrowable(queue, req)
+
+    def never_within_limits(self, queue: QueueName, req: Resources) -> str | None:
+        """The limit part of :meth:`never_fits`."""
         path = self._path(queue)
         for q in path:
             limit = self.tree[q].limit
@@ -283,6 +287,11 @@ class QuotaBook:
                         f"{_fmt(x, cap)}: it can never run there; raise the limit or make the "
                         "job smaller"
                     )
+        return None
+
+    def never_borrowable(self, queue: QueueName, req: Resources) -> str | None:
+        """The borrowing part of :meth:`never_fits`."""
+        path = self._path(queue)
         beyond = max(max(0, req[GPU] - self.tree[q].guaranteed[GPU]) for q in path)
         pool = self._idle_pool(queue)
         if beyond > pool:

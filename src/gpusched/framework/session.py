@@ -41,12 +41,12 @@ from gpusched.framework.session_quota import QuotaAdmission
 from gpusched.framework.sharing import variants
 from gpusched.framework.snapshot import RunningOverlay, Snapshot
 from gpusched.framework.statement import Statement
-from gpusched.framework.status import Code, Status
+from gpusched.framework.status import Cause, Code, Status
 from gpusched.model import MILLI_PER_GPU, Job, JobId, Resources, Task, TaskId, TaskShape
 
 __all__ = ["Session"]
 
-_NO_FIT = Status(Code.UNSCHEDULABLE, ("no feasible node",))
+_NO_FIT = Status(Code.UNSCHEDULABLE, ("no feasible node",), Cause.NODES)
 
 #: Run time assumed for a job with no estimate and no history (seconds).
 DEFAULT_RUNTIME_S = 3600.0
@@ -78,7 +78,7 @@ class Session(GangPlacement, QuotaAdmission, Diagnosis):
         # usage version they were computed at holds; gang requests per job.
         self._refusals: dict[tuple[object, ...], tuple[int, Status | None]] = {}
         # Per quota key: why it could never be admitted ("": it could), whatever the usage.
-        self._never: dict[tuple[object, ...], str] = {}
+        self._never: dict[tuple[object, ...], Status] = {}
         # Per job: (the job, its gang request, its quota-memo key); kept by the memo for the
         # next cycle (a job is immutable, so its entry holds while the job object is the same).
         self._requests: dict[JobId, tuple[Job, Resources, tuple[object, ...] | None]] = {}
@@ -264,6 +264,7 @@ class Session(GangPlacement, QuotaAdmission, Diagnosis):
                     f"{self.profile.name!r} has no {_NUMA_FILTER} filter; use the gpusched-topo "
                     f"policy or add the filter to the profile",
                 ),
+                Cause.OTHER,
             )
         options = variants(self.state, task.shape)
         if options is not None:

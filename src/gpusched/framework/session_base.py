@@ -83,7 +83,7 @@ class SessionBase:
     running: RunningOverlay
     evicted: set[JobId]
     _refusals: dict[tuple[object, ...], tuple[int, Status | None]]
-    _never: dict[tuple[object, ...], str]
+    _never: dict[tuple[object, ...], Status]
     _requests: dict[JobId, tuple[Job, Resources, tuple[object, ...] | None]]
     _kept_requests: dict[JobId, tuple[Job, Resources, tuple[object, ...] | None]]
     _gang_requests: dict[tuple[object, ...], tuple[Resources, tuple[tuple[str, int], ...]]]
@@ -116,4 +116,4 @@ class SessionBase:
         def quota_refusal(self, job: Job) -> Status | None: ...
         def _quota_problem(
             self, queue: QueueName, req: Resources, *, borrow: bool = True, lent: bool = True
-        ) -> str | None: ...
+        ) -> Status | None: ...

@@ -18,7 +18,7 @@ import numpy as np
 
 from gpusched.framework.session_base import SessionBase
 from gpusched.framework.sharing import variants
-from gpusched.framework.status import Code, Status
+from gpusched.framework.status import Cause, Code, Status
 from gpusched.model import Task
 
 __all__ = ["Diagnosis"]
@@ -35,8 +35,10 @@ class Diagnosis(SessionBase):
         if not self._could_ever_fit(task):
             empty = self.state.empty()
             never = [r for f in self.profile.filters if (r := f.explain(self.ctx, task, empty))]
-            return Status(Code.UNRESOLVABLE, ("cannot fit on any node even when empty", *never))
-        return Status(Code.UNSCHEDULABLE, tuple(reasons) or ("no feasible node",))
+            return Status(
+                Code.UNRESOLVABLE, ("cannot fit on any node even when empty", *never), Cause.NODES
+            )
+        return Status(Code.UNSCHEDULABLE, tuple(reasons) or ("no feasible node",), Cause.NODES)
 
     def _could_ever_fit(self, task: Task) -> bool:
         """Whether some node passes every filter when the cluster is empty (cached per shape)."""
@@ -63,10 +65,12 @@ class Diagnosis(SessionBase):
                         f"asks {s.gpu_memory_mib / 1024:g} GiB of GPU memory; the largest usable "
                         f"GPU memory of any node is {usable / 1024:g} GiB",
                     ),
+                    Cause.NODES,
                 )
             return Status(
                 Code.UNRESOLVABLE,
                 ("asks a fraction of a GPU; every GPU node is exclusive (no sharing)",),
+                Cause.NODES,
             )
         empty = state.empty()
         ever = False
@@ -92,4 +96,4 @@ class Diagnosis(SessionBase):
                 f"{', '.join(str(t.shape.gpu_milli) for t in tasks)} milli by GPU size)",
                 *reasons,
             )
-        return Status(code, reasons)
+        return Status(code, reasons, Cause.NODES)

@@ -42,7 +42,7 @@ from gpusched.framework.sharing import variants
 from gpusched.framework.snapshot import RunningJob
 from gpusched.framework.state import ClusterState
 from gpusched.framework.statement import Statement
-from gpusched.framework.status import Code, Status
+from gpusched.framework.status import Cause, Code, Status
 from gpusched.model import Job, JobId, Resources, Task
 
 if TYPE_CHECKING:
@@ -124,6 +124,7 @@ class GangPlacement(SessionBase):
                         f"{placed + len(job.tasks) - len(todo)} could be placed",
                         *status.reasons,
                     ),
+                    status.cause,
                 )
             if (
                 status.code is Code.UNSCHEDULABLE
@@ -136,6 +137,7 @@ class GangPlacement(SessionBase):
                         f"the gang of {need} tasks cannot fit together even on an empty cluster",
                         *status.reasons[1:],
                     ),
+                    Cause.NODES,
                 )
             self.plan.pending[job.id] = status
             self._failed[key] = status
@@ -171,7 +173,7 @@ class GangPlacement(SessionBase):
         try:
             level = self.state.network.level(req.level, where=f"job {job.id!r}: field 'topology'")
         except ConfigError as exc:
-            return Status(Code.UNRESOLVABLE, (str(exc),))
+            return Status(Code.UNRESOLVABLE, (str(exc),), Cause.OTHER)
         fit = self._gang_fit(self.state, tasks[0], blocked=True)
         required = req.required or one_domain
         choice = choose_domain(self.state, level, fit, len(tasks), required=required)
@@ -188,8 +190,10 @@ class GangPlacement(SessionBase):
                 empty, level, self._gang_fit(empty, tasks[0]), len(tasks), required=True
             )
             if ever.problem:
-                return Status(Code.UNRESOLVABLE, (f"{ever.problem} even on an empty cluster",))
-            return Status(Code.UNSCHEDULABLE, (choice.problem,))
+                return Status(
+                    Code.UNRESOLVABLE, (f"{ever.problem} even on an empty cluster",), Cause.NODES
+                )
+            return Status(Code.UNSCHEDULABLE, (choice.problem,), Cause.NODES)
         self.restrict = choice.nodes
         return None
 

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpusched.framework.quota import add_request, job_request
+from gpusched.framework.quota import QuotaBook, add_request, job_request
 from gpusched.framework.session_base import SessionBase
-from gpusched.framework.status import Code, Status
+from gpusched.framework.status import Cause, Code, Status
 from gpusched.model import Job, JobId, QueueName, Resources, Task, TaskShape
 
 __all__ = ["QuotaAdmission"]
@@ -140,6 +140,7 @@ class QuotaAdmission(SessionBase):
                     f"queue {job.queue!r} does not exist; "
                     f"known: {', '.join(q.name for q in quota.tree)}",
                 ),
+                Cause.OTHER,
             )
         _, req, key = self._request_entry(job)
         if key is None:
@@ -177,6 +178,7 @@ class QuotaAdmission(SessionBase):
                         f"t={hold.until:.0f} s); a job may borrow meanwhile only if it ends by "
                         "then",
                     ),
+                    Cause.QUOTA_HELD,
                 )
             if hold.limit is not None and hold.limit in quota.tree.path(job.queue):
                 return Status(
@@ -187,6 +189,7 @@ class QuotaAdmission(SessionBase):
                         f"t={hold.until:.0f} s); a job of this queue may start meanwhile only if "
                         "it ends by then",
                     ),
+                    Cause.QUOTA_HELD,
                 )
         return refused
 
@@ -198,25 +201,24 @@ class QuotaAdmission(SessionBase):
         assert quota is not None
         never = self._never.get(key)
         if never is None:
-            never = self._never[key] = quota.never_fits(job.queue, req) or ""
-        if never:
-            return Status(Code.UNRESOLVABLE, (never,))
-        problem = self._quota_problem(job.queue, req, lent=job.preemptible)
-        return None if problem is None else Status(Code.UNSCHEDULABLE, (problem,))
+            never = self._never[key] = _never_status(quota, job.queue, req)
+        if not never.ok:
+            return never
+        return self._quota_problem(job.queue, req, lent=job.preemptible)
 
     def _quota_problem(
         self, queue: QueueName, req: Resources, *, borrow: bool = True, lent: bool = True
-    ) -> str | None:
+    ) -> Status | None:
         """Why ``req`` may not be charged to ``queue`` now (limit, or borrowing), or ``None``."""
         quota = self.quota
         assert quota is not None
         over = quota.over_limit(queue, req)
         if over is not None:
-            return over
+            return Status(Code.UNSCHEDULABLE, (over,), Cause.QUEUE_LIMIT)
         if quota.within_guarantee(queue, req):
             return None
         if not borrow:
-            return (
+            return _borrowing(
                 f"{quota.describe(queue)}; the job was placed by eviction and must stay "
                 "within its guarantee"
             )
@@ -226,12 +228,27 @@ class QuotaAdmission(SessionBase):
                 if lent
                 else ("is promised to no queue (a job that cannot be preempted borrows only that)")
             )
-            return (
+            return _borrowing(
                 f"{quota.describe(queue)}; the job needs "
                 f"{quota.beyond_guarantee(queue, req) / 1000:g} GPUs beyond it and only "
                 f"{max(quota.borrowable(queue, lent=lent), 0) / 1000:g} {what}"
             )
         return None
+
+
+def _never_status(quota: QuotaBook, queue: QueueName, req: Resources) -> Status:
+    """``Unresolvable`` when ``req`` could never be admitted to ``queue``, else success."""
+    limit = quota.never_within_limits(queue, req)
+    if limit is not None:
+        return Status(Code.UNRESOLVABLE, (limit,), Cause.QUEUE_LIMIT)
+    why = quota.never_borrowable(queue, req)
+    if why is not None:
+        return Status(Code.UNRESOLVABLE, (why,), Cause.BORROWING)
+    return Status.success()
+
+
+def _borrowing(reason: str) -> Status:
+    return Status(Code.UNSCHEDULABLE, (reason,), Cause.BORROWING)
 
 
 def _charged(shape: TaskShape) -> tuple[object, ...]:

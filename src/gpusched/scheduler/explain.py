@@ -4,8 +4,9 @@ Given the snapshot of a cycle, the profile and (optionally) the plan that cycle 
 explanation of job ``j`` gathers:
 
 * **needs** -- the gang (``min_available`` of ``len(tasks)`` pods) and each distinct pod shape;
-* **status** -- the cycle's code and reasons (``Unschedulable``: may fit later;
-  ``Unresolvable``: never will, the request must change);
+* **status** -- the cycle's code, cause (:class:`~gpusched.framework.status.Cause`: nodes,
+  queue limit, borrowing, quota held for another job, network domain, turn) and reasons
+  (``Unschedulable``: may fit later; ``Unresolvable``: never will, the request must change);
 * **candidates** -- the nodes closest to hosting the job's first unplaced pod ``t``, with what
   each lacks. A node passing every non-resource filter is ranked by its normalised shortfall::
 

@@ -293,7 +293,7 @@ class Simulation:
                 self._start(rec, None if due is None else due[0])
         for job_id, status in plan.pending.items():
             rec = self.records[job_id]
-            rec.status = status
+            rec.set_status(status, self.now)
             final = status.code is Code.UNRESOLVABLE or self.options.drop_unplaced
             if final and job_id in self._pending:
                 self._release(rec.job)
@@ -305,9 +305,9 @@ class Simulation:
     def _start(self, rec: JobRecord, deadline: float | None = None) -> None:
         job = rec.job
         rec.start = self.now
+        rec.set_status(Status.success(), self.now)
         if rec.first_start is None:
             rec.first_start = self.now
-        rec.status = Status.success()
         if rec.evictions == 0 and rec.moves == 0:  # first start only
             self.quality.count_domains(job)
         self._pending.pop(job.id, None)

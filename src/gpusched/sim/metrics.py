@@ -21,6 +21,11 @@ cluster only drains, which says nothing about the policy):
 * ``avg_wait_s`` / ``p95_wait_s``: first start minus arrival, over jobs that started;
   ``max_wait_s_top1pct_largest``: the longest wait among the largest 1% of jobs by GPUs (jobs
   that never started count with their wait until the end of the run);
+  ``pending_h_top1pct_largest_by_cause``: the hours those jobs spent pending before their
+  first start, summed over them, by the cause of their status
+  (:class:`~gpusched.framework.status.Cause`; ``JobRecord.pending_by_cause``): what keeps the
+  largest jobs waiting -- nodes, their queue's limit, borrowing, a quota held for another job,
+  a network domain;
 * ``avg_jct_s``: end minus arrival, over jobs that finished;
 * ``partially_placed_gangs_max``: most gangs at once with some but not all pods bound;
   ``idle_gpu_hours_held_by_partial_gangs``: integral of the GPUs those pods hold, in hours;
@@ -58,6 +63,7 @@ cluster only drains, which says nothing about the policy):
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +73,7 @@ from gpusched.framework.quota import QuotaBook, job_request
 from gpusched.model import GPU, JobId, QueueName
 from gpusched.plugins.fragmentation import Fragmentation, TargetWorkload
 from gpusched.sim.engine import Simulation
+from gpusched.sim.records import JobRecord
 
 __all__ = ["RunMetrics", "Series", "summarise"]
 
@@ -215,6 +222,16 @@ def _jain(values: list[float]) -> float:
     return float(arr.sum() ** 2 / (len(arr) * (arr**2).sum()))
 
 
+def _pending_by_cause(records: Sequence[JobRecord]) -> dict[str, float]:
+    """Hours pending before the first start, summed over ``records``, by cause (largest
+    first)."""
+    hours: dict[str, float] = {}
+    for rec in records:
+        for cause, seconds in rec.pending_by_cause.items():
+            hours[cause.value] = hours.get(cause.value, 0.0) + seconds / 3600
+    return {c: round(h, 1) for c, h in sorted(hours.items(), key=lambda kv: -kv[1])}
+
+
 def summarise(sim: Simulation, metrics: RunMetrics) -> dict[str, Any]:
     """The run's summary numbers (see module docstring)."""
     recs = list(sim.records.values())
@@ -254,6 +271,7 @@ def summarise(sim: Simulation, metrics: RunMetrics) -> dict[str, Any]:
         "avg_wait_s": round(float(np.mean(waits)), 3) if waits else 0.0,
         "p95_wait_s": round(float(np.percentile(waits, 95)), 3) if waits else 0.0,
         "max_wait_s_top1pct_largest": round(max(big_waits), 3) if big_waits else 0.0,
+        "pending_h_top1pct_largest_by_cause": _pending_by_cause(largest),
         "avg_jct_s": round(float(np.mean(jcts)), 3) if jcts else 0.0,
         "partially_placed_gangs_max": metrics.partial_max,
         "idle_gpu_hours_held_by_partial_gangs": round(metrics.partial_gpu_seconds / 3600, 3),

@@ -39,7 +39,16 @@ from typing import Any
 
 import numpy as np
 
-from gpusched.framework import Bind, Code, Eviction, Plan, PluginContext, ProfileSpec, Status
+from gpusched.framework import (
+    Bind,
+    Cause,
+    Code,
+    Eviction,
+    Plan,
+    PluginContext,
+    ProfileSpec,
+    Status,
+)
 from gpusched.model import Job, JobId, Node, NodeName, Task, TaskId
 from gpusched.plugins.fragmentation import TargetWorkload
 from gpusched.scheduler import build_profile
@@ -226,7 +235,7 @@ def summarise_observed(
     for job_id, message in (statuses or {}).items():
         record = sim.records.get(job_id)
         if record is not None and record.first_start is None:
-            record.status = Status(Code.UNSCHEDULABLE, (message,))
+            record.status = Status(Code.UNSCHEDULABLE, (message,), Cause.OTHER)
     out.summary = summarise(sim, metrics)
     out.summary["seconds"] = round(time.perf_counter() - started, 3)
     return out

@@ -9,9 +9,9 @@ from :mod:`gpusched.sim.engine` so that readers of results need not import the e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from gpusched.framework import Status
+from gpusched.framework import Cause, Status
 from gpusched.model import Job
 
 __all__ = ["JobRecord", "SimOptions"]
@@ -39,7 +39,12 @@ class SimOptions:
 
 @dataclass(slots=True)
 class JobRecord:
-    """What happened to one job."""
+    """What happened to one job.
+
+    ``pending_by_cause``: seconds from arrival to the first start, by the cause of the status
+    that held meanwhile (a status holds from the cycle that set it to the next one; the time
+    before the first cycle that considered the job is not counted).
+    """
 
     job: Job
     arrival: float
@@ -50,6 +55,20 @@ class JobRecord:
     first_start: float | None = None
     estimated_start: float | None = None
     moves: int = 0
+    status_at: float = 0.0
+    pending_by_cause: dict[Cause, float] = field(default_factory=dict)
+
+    def set_status(self, status: Status, now: float) -> None:
+        """``status`` from ``now`` on; the time the previous one held is charged to its cause
+        while the job has not started yet."""
+        old = self.status
+        if old is not None and not old.ok and self.first_start is None:
+            cause = old.cause or Cause.OTHER
+            self.pending_by_cause[cause] = (
+                self.pending_by_cause.get(cause, 0.0) + now - self.status_at
+            )
+        self.status = status
+        self.status_at = now
 
     @property
     def wait(self) -> float | None:
