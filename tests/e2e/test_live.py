@@ -263,7 +263,7 @@ def test_gang_that_does_not_fit_stays_pending_and_says_why(
                 json=pod_manifest(f"b{i}", gpus=8, labels={POD_GROUP_LABEL: "big"}),
             )
         )
-    start_gpusched("replica-a")
+    scheduler = start_gpusched("replica-a")
     for i in range(4):
         pod = wait_for(
             kube,
@@ -279,6 +279,12 @@ def test_gang_that_does_not_fit_stays_pending_and_says_why(
     assert not any(bound_node(p) for p in list_pods(kube, namespace)), "partial gang placed"
     events = check(kube.get(f"/api/v1/namespaces/{namespace}/events"))["items"]
     assert any(e["reason"] == "FailedScheduling" for e in events)
+    # The four pods are counted under the cause that keeps them: the nodes (never enough).
+    wait_until(
+        "the cause in /metrics",
+        lambda: 'gpusched_unschedulable_pods_by_cause{cause="nodes"} 4.0' in scheduler.metrics(),
+        10,
+    )
 
 
 def test_malformed_annotation_is_reported_on_the_pod_and_others_are_served(

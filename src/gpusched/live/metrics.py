@@ -7,6 +7,9 @@ gpusched_cycle_duration_seconds        histogram  one cycle: snapshot, schedule(
 gpusched_schedule_duration_seconds     histogram  the ``schedule()`` call alone
 gpusched_pending_pods                  gauge      our unbound pods, by queue
 gpusched_unschedulable_pods            gauge      pending pods that did not fit last cycle
+gpusched_unschedulable_pods_by_cause   gauge      the same, by what kept them (``Status.cause``:
+                                                  nodes, queue-limit, borrowing, quota-held,
+                                                  domain, order, other)
 gpusched_binds_total                   counter    Binding POSTs, by result (bound, conflict,
                                                   error)
 gpusched_evictions_total               counter    Eviction POSTs, by result (evicted, blocked
@@ -48,6 +51,12 @@ class Metrics:
         self.pending = Gauge("gpusched_pending_pods", "Our unbound pods", ["queue"], registry=r)
         self.unschedulable = Gauge(
             "gpusched_unschedulable_pods", "Pending pods that did not fit last cycle", registry=r
+        )
+        self.unschedulable_by_cause = Gauge(
+            "gpusched_unschedulable_pods_by_cause",
+            "Pending pods that did not fit last cycle, by cause",
+            ["cause"],
+            registry=r,
         )
         self.binds = Counter("gpusched_binds", "Binding POSTs", ["result"], registry=r)
         self.evictions = Counter("gpusched_evictions", "Eviction POSTs", ["result"], registry=r)

@@ -10,10 +10,12 @@ changes and at most every ``report_interval_s`` per pod.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from gpusched.framework import Cause
 from gpusched.live.client import KubeClient
 from gpusched.live.feedback import Feedback
 from gpusched.live.metrics import Metrics
@@ -101,6 +103,9 @@ class Reporter:
         for queue, count in pending.items():
             self.metrics.pending.labels(queue).set(count)
         self.metrics.unschedulable.set(len(result.unschedulable))
+        by_cause = Counter(result.causes.get(k, Cause.OTHER.value) for k in result.unschedulable)
+        for cause in Cause:  # every cause, so one that cleared reads 0
+            self.metrics.unschedulable_by_cause.labels(cause.value).set(by_cause[cause.value])
         # Forget report memos of pods that are gone or placed.
         if len(self._reported) > 4 * (len(result.unschedulable) + 64):
             keep = set(result.unschedulable)

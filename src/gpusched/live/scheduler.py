@@ -41,7 +41,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from gpusched.framework import Bind, Plan, Profile, cycle_seed
+from gpusched.framework import Bind, Cause, Plan, Profile, cycle_seed
 from gpusched.live.admission import Admission
 from gpusched.live.caches import LiveCaches
 from gpusched.live.carry import Carried
@@ -88,6 +88,8 @@ class CycleResult:
     bound: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     unschedulable: dict[str, str] = field(default_factory=dict)
+    #: What kept each of ``unschedulable`` pending (``Cause`` value).
+    causes: dict[str, str] = field(default_factory=dict)
     evicted: list[str] = field(default_factory=list)
 
 
@@ -335,6 +337,7 @@ class LiveScheduler:
             for pod in live.job_pods.get(job_id, ()):
                 if not pod.node and pod.key not in self._assumed:
                     self.reporter.unschedulable(pod, status.message, result)
+                    result.causes[pod.key] = (status.cause or Cause.OTHER).value
 
     def _bind_all(self, live: LiveSnapshot, binds: list[Bind], result: CycleResult) -> None:
         """Send ``binds`` from the pool (each pod's DRA claims allocated first)."""
