@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from builders import make_job, make_node, make_state, occupy, run_cycle
+from gpusched.actions.allocate import Backfill
 from gpusched.errors import ConfigError
 from gpusched.framework import PluginContext, PluginSpec, ProfileSpec, TieBreak
 from gpusched.plugins import PLUGINS, create_plugin
@@ -60,6 +61,18 @@ def test_policy_spec_is_a_copy() -> None:
     mine = policy_spec("bestfit")
     mine.scores.append(PluginSpec(name="random"))
     assert [s.name for s in policy_spec("bestfit").scores] == ["best-fit"]
+
+
+def test_gpusched_aging_is_gpusched_with_aging_and_two_reservations() -> None:
+    base, aging = policy_spec("gpusched"), policy_spec("gpusched-aging")
+    assert aging.action_args["backfill"] == {"starve_after_s": 86_400.0, "reservations": 2}
+    rest = {k: v for k, v in aging.action_args.items() if k != "backfill"}
+    assert rest == {k: v for k, v in base.action_args.items() if k != "backfill"}
+    same = ("actions", "queue_sort", "filters", "scores", "gpu_picker")
+    assert [getattr(aging, f) for f in same] == [getattr(base, f) for f in same]
+    backfill = build_profile(aging).actions[0]
+    assert isinstance(backfill, Backfill)
+    assert (backfill.starve_after_s, backfill.reservations) == (86_400.0, 2)
 
 
 def test_unknown_policy_lists_the_choices() -> None:

@@ -47,8 +47,8 @@ def _explain_lines(exp: Explanation) -> list[str]:
     lines += [f"  {escape(n)}" for n in exp.needs]
     if exp.status is not None:
         cause = exp.status.cause
-        held_by = f" (cause: {cause.value})" if cause is not None else ""
-        lines += ["", f"[bold]status[/bold]: {exp.status.code.value}{held_by}"]
+        because = f" (cause: {cause.value})" if cause is not None else ""
+        lines += ["", f"[bold]status[/bold]: {exp.status.code.value}{because}"]
         lines += [f"  {escape(r)}" for r in exp.status.reasons]
     lines += ["", "[bold]nodes[/bold]"]
     lines.append(
