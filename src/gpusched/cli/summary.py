@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["SUMMARY_ROWS", "duration", "fmt_value"]
+__all__ = ["SUMMARY_ROWS", "duration", "fmt_value", "top_cause"]
 
-#: ``(summary key, label, format)``; format ``"dur"`` prints seconds as s, min or h.
+#: ``(summary key, label, format)``; format ``"dur"`` prints seconds as s, min or h,
+#: ``"cause"`` the largest share of a ``{cause: hours}`` mapping.
 SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
     ("jobs", "jobs", "{:,}"),
     ("jobs_started", "jobs started", "{:,}"),
@@ -17,6 +18,7 @@ SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
     ("avg_wait_s", "average wait", "dur"),
     ("p95_wait_s", "p95 wait", "dur"),
     ("max_wait_s_top1pct_largest", "max wait, largest 1% of jobs", "dur"),
+    ("pending_h_top1pct_largest_by_cause", "largest 1% mostly wait on", "cause"),
     ("avg_jct_s", "average job completion time", "dur"),
     ("partially_placed_gangs_max", "gangs partly placed (max at once)", "{:,}"),
     ("idle_gpu_hours_held_by_partial_gangs", "GPU-hours held by partial gangs", "{:,.1f}"),
@@ -37,4 +39,17 @@ def duration(seconds: float) -> str:
 
 def fmt_value(value: Any, fmt: str) -> str:
     """``value`` formatted by a row's format."""
-    return duration(float(value)) if fmt == "dur" else fmt.format(value)
+    if fmt == "dur":
+        return duration(float(value))
+    if fmt == "cause":
+        return top_cause(value or {})
+    return fmt.format(value)
+
+
+def top_cause(hours: dict[str, float]) -> str:
+    """``queue-limit 81%``: the cause with the most hours and its share; ``-`` for none."""
+    total = sum(hours.values())
+    if total <= 0:
+        return "-"
+    cause, most = max(hours.items(), key=lambda kv: kv[1])
+    return f"{cause} {100 * most / total:.0f}%"
