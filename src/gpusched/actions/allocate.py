@@ -79,6 +79,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from gpusched.actions.make_room import evict_for, place_now
 from gpusched.actions.starvation import evict_for_starving
 from gpusched.framework import Code, Reservation, RunningJob, Session, Statement, Status
 from gpusched.framework.timeline import (
@@ -281,20 +282,16 @@ def _evict_overdue(session: Session, job: Job, overdue: list[RunningJob]) -> boo
     if nodes is None:
         return False
     now = session.snapshot.now
-    allocations = session.state.allocations
-    for run in mine:
-        if any((a := allocations.get(t.id)) is not None and a.node in nodes for t in run.job.tasks):
-            session.evict(
-                run.job.id,
-                job.id,
-                f"overdue: admitted to nodes held for a reservation until "
-                f"{run.deadline:.0f} s, still running at {now:.0f} s",
-            )
-            overdue.remove(run)
-    if not session.place_job(job).ok:
-        return False
-    session.plan.pending.pop(job.id, None)
-    return True
+
+    def why(run: RunningJob) -> str:
+        return (
+            f"overdue: admitted to nodes held for a reservation until {run.deadline:.0f} s, "
+            f"still running at {now:.0f} s"
+        )
+
+    for run in evict_for(session, job, mine, why, nodes):
+        overdue.remove(run)
+    return place_now(session, job)
 
 
 def _evict_overdue_borrowers(session: Session, job: Job, overdue: list[RunningJob]) -> bool:
@@ -320,18 +317,16 @@ def _evict_overdue_borrowers(session: Session, job: Job, overdue: list[RunningJo
     if fits_after(session, job, [run.job.id for run in chosen]) is None:
         return False
     now = session.snapshot.now
-    for run in chosen:
-        session.evict(
-            run.job.id,
-            job.id,
+
+    def why(run: RunningJob) -> str:
+        return (
             f"overdue: admitted on the promise of ending by {run.deadline:.0f} s, still "
-            f"running at {now:.0f} s; {job.id} holds the quota it uses",
+            f"running at {now:.0f} s; {job.id} holds the quota it uses"
         )
+
+    for run in evict_for(session, job, chosen, why):
         overdue.remove(run)
-    if not session.place_job(job).ok:
-        return False
-    session.plan.pending.pop(job.id, None)
-    return True
+    return place_now(session, job)
 
 
 class AllocatePods:

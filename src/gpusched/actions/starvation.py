@@ -24,10 +24,10 @@ already running when it arrived (or that outrank it) make room.
 
 from __future__ import annotations
 
+from gpusched.actions.make_room import evict_for, on_nodes, place_now
 from gpusched.framework import Reservation, RunningJob, Session
-from gpusched.framework.allocation import AllocationMap
 from gpusched.framework.timeline import fits_after
-from gpusched.model import GPU, Job, JobId, QueueName
+from gpusched.model import GPU, Job, QueueName
 
 __all__ = ["evict_for_starving"]
 
@@ -38,34 +38,29 @@ def evict_for_starving(session: Session, job: Job, res: Reservation) -> bool:
     victims = _victims(session, job, res)
     if not victims:
         return False
-    nodes = fits_after(session, job, victims)
+    nodes = fits_after(session, job, [r.job.id for r in victims])
     if nodes is None:
         return False
-    allocations = session.state.allocations
     waited = session.snapshot.now - job.submit_time
-    for victim in victims:
-        run = session.running[victim]
-        if _on(run, nodes, allocations):
-            session.evict(
-                victim,
-                job.id,
-                f"starvation guard: {job.id} has waited {waited:.0f} s and holds the "
-                f"reservation on this job's nodes; {victim} started after it was submitted",
-            )
-    if not session.place_job(job).ok:
-        return False
-    session.plan.pending.pop(job.id, None)
-    return True
+
+    def why(run: RunningJob) -> str:
+        return (
+            f"starvation guard: {job.id} has waited {waited:.0f} s and holds the reservation "
+            f"on this job's nodes; {run.job.id} started after it was submitted"
+        )
+
+    evict_for(session, job, victims, why, nodes)
+    return place_now(session, job)
 
 
-def _victims(session: Session, job: Job, res: Reservation) -> list[JobId]:
+def _victims(session: Session, job: Job, res: Reservation) -> list[RunningJob]:
     index = session.state.index
     held = {index[name] for name in res.nodes}
     allocations = session.state.allocations
     evictors = session.snapshot.evicted_by.get(job.id, frozenset())
     quota = session.quota
     taken: dict[QueueName, int] = {}
-    found: list[JobId] = []
+    found: list[RunningJob] = []
     candidates = sorted(
         (
             r
@@ -76,7 +71,7 @@ def _victims(session: Session, job: Job, res: Reservation) -> list[JobId]:
             and r.evictions == 0
             and r.job.id not in evictors
             and r.job.id in session.snapshot.running
-            and _on(r, held, allocations)
+            and on_nodes(r, held, allocations)
         ),
         key=_latest_first,
     )
@@ -89,13 +84,8 @@ def _victims(session: Session, job: Job, res: Reservation) -> list[JobId]:
             if quota.borrowed(q, GPU) < spent:
                 continue
             taken[q] = spent
-        found.append(r.job.id)
+        found.append(r)
     return found
-
-
-def _on(run: RunningJob, nodes: set[int], allocations: AllocationMap) -> bool:
-    """Whether ``run`` has a task on one of ``nodes``."""
-    return any((a := allocations.get(t.id)) is not None and a.node in nodes for t in run.job.tasks)
 
 
 def _latest_first(run: RunningJob) -> float:

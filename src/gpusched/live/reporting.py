@@ -66,10 +66,14 @@ class Reporter:
             self.submit(self.feedback.podgroup, group, problem)
         self.feedback.forget(set(live.group_problems))
 
-    def unschedulable(self, pod: PodInfo, message: str, result: CycleResult) -> None:
+    def unschedulable(
+        self, pod: PodInfo, message: str, result: CycleResult, cause: Cause | None = None
+    ) -> None:
         """Set PodScheduled=False/Unschedulable with ``message`` and emit an Event, unless the
-        pod already says so or was told less than ``report_interval_s`` ago."""
+        pod already says so or was told less than ``report_interval_s`` ago; ``cause`` (the
+        status's, ``other`` when none) is counted in ``gpusched_unschedulable_pods_by_cause``."""
         result.unschedulable[pod.key] = message
+        result.causes[pod.key] = (cause or Cause.OTHER).value
         now = time.monotonic()
         last = self._reported.get(pod.key)
         same_on_pod = pod.scheduled_reason == "Unschedulable" and pod.scheduled_message == message
@@ -103,7 +107,7 @@ class Reporter:
         for queue, count in pending.items():
             self.metrics.pending.labels(queue).set(count)
         self.metrics.unschedulable.set(len(result.unschedulable))
-        by_cause = Counter(result.causes.get(k, Cause.OTHER.value) for k in result.unschedulable)
+        by_cause = Counter(result.causes.values())
         for cause in Cause:  # every cause, so one that cleared reads 0
             self.metrics.unschedulable_by_cause.labels(cause.value).set(by_cause[cause.value])
         # Forget report memos of pods that are gone or placed.

@@ -41,7 +41,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from gpusched.framework import Bind, Cause, Plan, Profile, cycle_seed
+from gpusched.framework import Bind, Plan, Profile, cycle_seed
 from gpusched.live.admission import Admission
 from gpusched.live.caches import LiveCaches
 from gpusched.live.carry import Carried
@@ -336,8 +336,7 @@ class LiveScheduler:
         for job_id, status in plan.pending.items():
             for pod in live.job_pods.get(job_id, ()):
                 if not pod.node and pod.key not in self._assumed:
-                    self.reporter.unschedulable(pod, status.message, result)
-                    result.causes[pod.key] = (status.cause or Cause.OTHER).value
+                    self.reporter.unschedulable(pod, status.message, result, status.cause)
 
     def _bind_all(self, live: LiveSnapshot, binds: list[Bind], result: CycleResult) -> None:
         """Send ``binds`` from the pool (each pod's DRA claims allocated first)."""
