@@ -280,6 +280,21 @@ def test_bench_gangs_runs_every_policy_and_gang_policies_never_leave_gangs_parti
         assert row["preemption_loops"] == 0
 
 
+def test_bench_gangs_load_spreads_the_same_jobs_over_a_longer_window() -> None:
+    from gpusched.cli.inputs import load_inputs
+
+    dense = load_inputs(None, None, None, 3, 200)
+    sparse = load_inputs(None, None, None, 3, 200, load=0.45)
+    assert [j.id for j in sparse.jobs] == [j.id for j in dense.jobs]
+    last = max(j.submit_time for j in dense.jobs)
+    assert max(j.submit_time for j in sparse.jobs) == pytest.approx(2 * last)
+    assert "offered load 0.45" in sparse.title
+    assert "offered load" not in dense.title
+    result = gpusched("bench", "gangs", "--jobs", "40", "--load", "0", "--json")
+    assert result.returncode == 2
+    assert "--load" in result.stderr
+
+
 def test_bench_cycle_reports_one_timed_cycle_per_policy_and_phase() -> None:
     result = gpusched(
         "bench", "cycle", "--nodes", "40", "--pending", "60", "--repeat", "1",

@@ -100,6 +100,12 @@ def bench_openb(
 def bench_gangs(
     jobs: Annotated[int, typer.Option(min=1, help="Jobs to generate.")] = 5000,
     seed: Annotated[int, typer.Option(help="Seed of the workload and the runs.")] = 7,
+    load: Annotated[
+        float,
+        typer.Option(
+            min=0.01, max=10.0, help="Offered GPU load of the generated jobs (1.0 = capacity)."
+        ),
+    ] = 0.9,
     cluster: Annotated[
         str | None, typer.Option(help="Cluster file (default: the built-in cluster).")
     ] = None,
@@ -120,7 +126,7 @@ def bench_gangs(
     """A generated gang workload under kube-default, FIFO gangs and gpusched (with and without
     the backfill reservation)."""
     specs = gang_specs([p.strip() for p in policies.split(",") if p.strip()])
-    inputs = load_inputs(cluster, None, config, seed, jobs)
+    inputs = load_inputs(cluster, None, config, seed, jobs, load=load)
     tree = inputs.config.queues if queues else None
     with progress_bar(f"gang bench ({jobs:,} jobs)", len(specs), enabled=not as_json) as tick:
         done = [0]

@@ -78,16 +78,24 @@ class Inputs:
 
 
 def load_inputs(
-    cluster: str | None, workload: str | None, config: str | None, seed: int, jobs: int
+    cluster: str | None,
+    workload: str | None,
+    config: str | None,
+    seed: int,
+    jobs: int,
+    *,
+    load: float | None = None,
 ) -> Inputs:
     """What ``simulate`` and ``explain`` run on. Defaults: the built-in cluster; a generated
-    workload (``jobs`` jobs, ``seed``); with the built-in workload, the built-in teams and
-    priority classes; with a workload file, no queues unless ``config`` is given."""
+    workload (``jobs`` jobs, ``seed``, offered GPU load ``load``, by default the generator's);
+    with the built-in workload, the built-in teams and priority classes; with a workload file,
+    no queues unless ``config`` is given."""
     nodes = load_nodes(cluster) if cluster else default_cluster()
     if workload:
         job_list = load_jobs(workload, nodes)
     else:
-        job_list = generate_workload(nodes, WorkloadParams(jobs=jobs), seed)
+        params = WorkloadParams(jobs=jobs) if load is None else WorkloadParams(jobs=jobs, load=load)
+        job_list = generate_workload(nodes, params, seed)
     if config:
         cfg = load_scheduling(config)
     elif not workload:
@@ -103,11 +111,16 @@ def load_inputs(
         raise TraceError(exc.path, exc.line, exc.field, exc.problem + hint) from None
     config_name = config or ("built-in teams" if not workload else "no queues")
     title = (
-        f"{workload or f'built-in workload ({len(job_list):,} jobs, seed {seed})'} on "
+        f"{workload or f'built-in workload ({len(job_list):,} jobs, seed {seed}{_load(load)})'} on "
         f"{cluster or 'built-in cluster'} ({len(nodes)} nodes, "
         f"{sum(n.gpu_count for n in nodes)} GPUs), {config_name}"
     )
     return Inputs(nodes, job_list, cfg, title)
+
+
+def _load(load: float | None) -> str:
+    """The title's note of a load other than the generator's default."""
+    return "" if load is None or load == WorkloadParams().load else f", offered load {load:g}"
 
 
 def _header(path: Path) -> list[str]:
