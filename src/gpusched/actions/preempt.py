@@ -31,7 +31,10 @@ resort below), and not placed in this cycle. Then:
   are open to it: a guarantee is a promise, a reservation a plan -- but victims off those
   nodes are looked for first, so the reservation stands when they suffice; failing that, a
   ``P`` that fits as it is on nodes held for another queue's job that would borrow goes there
-  with no eviction, else victims are looked for on every node), and victims belong to other
+  with no eviction, then one that fits as it is on any held node (its own queue's
+  reservation included: the search on every node below would put it there after evicting
+  a borrower, and finds nothing for a job that needs no eviction), else victims are looked
+  for on every node), and victims belong to other
   queues that use more than their guarantee of what ``P`` is owed -- GPUs, or, when ``P`` asks
   for one GPU model, GPUs of that model (guarantees are per model too); a victim is taken only
   while its queue still borrows at least what the victim holds of it. Failing that
@@ -140,8 +143,11 @@ class Reclaim(Evicting):
     ) -> list[Victim] | None:
         """Victims off the nodes held for a reservation first (the reservation stands);
         failing that, ``job`` goes as it is, with no eviction (an empty list), onto nodes
-        held for jobs of other queues that would borrow; else victims are looked for on every
-        node."""
+        held for jobs of other queues that would borrow, then onto any held node; else
+        victims are looked for on every node. (The last search may put ``job`` on nodes held
+        for its own queue's reservation once it evicts a borrower there, so it may go there
+        with no eviction too: a job that fits as it is has no victim set to find, and was
+        left waiting within its guarantee while others borrowed.)"""
         held = self._held
         if held:
             session.blocked_nodes = held
@@ -157,6 +163,8 @@ class Reclaim(Evicting):
                 return []
         finally:
             session.blocked_nodes = {}
+        if held and place_as_is(session, job):
+            return []
         chosen = super()._make_room(session, job, index, rooms)
         # Fallbacks (each may take victims the searches before may not): a queue's victims
         # taken while it borrows anything; then borrowers past their budget.
@@ -176,9 +184,10 @@ class Reclaim(Evicting):
 def _owed_to_others(
     session: Session, job: Job, held: dict[int, tuple[float, JobId]]
 ) -> dict[int, tuple[float, JobId]]:
-    """The nodes of ``held`` that stay closed to ``job``, owed quota: those held for a job of
-    its own queue, or for one within its queue's guarantee (a guarantee outranks another
-    queue's plan to borrow, not its own queue's order or another promise)."""
+    """The nodes of ``held`` that stay closed to ``job``, owed quota, in reclaim's second
+    step: those held for a job of its own queue, or for one within its queue's guarantee (a
+    guarantee outranks another queue's plan to borrow first; the steps after open every
+    held node)."""
     quota = session.quota
     assert quota is not None
     owners = {j.id: j for j in session.snapshot.pending}
