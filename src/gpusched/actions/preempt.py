@@ -31,10 +31,10 @@ resort below), and not placed in this cycle. Then:
   are open to it: a guarantee is a promise, a reservation a plan -- but victims off those
   nodes are looked for first, so the reservation stands when they suffice; failing that, a
   ``P`` that fits as it is on nodes held for another queue's job that would borrow goes there
-  with no eviction, then one that fits as it is on any held node (its own queue's
-  reservation included: the search on every node below would put it there after evicting
-  a borrower, and finds nothing for a job that needs no eviction), else victims are looked
-  for on every node), and victims belong to other
+  with no eviction, then one that fits as it is on nodes held for its own queue's jobs too
+  (the search on every node below would put it there after evicting a borrower, and finds
+  nothing for a job that needs no eviction), else victims are looked for on every node),
+  and victims belong to other
   queues that use more than their guarantee of what ``P`` is owed -- GPUs, or, when ``P`` asks
   for one GPU model, GPUs of that model (guarantees are per model too); a victim is taken only
   while its queue still borrows at least what the victim holds of it. Failing that
@@ -143,11 +143,11 @@ class Reclaim(Evicting):
     ) -> list[Victim] | None:
         """Victims off the nodes held for a reservation first (the reservation stands);
         failing that, ``job`` goes as it is, with no eviction (an empty list), onto nodes
-        held for jobs of other queues that would borrow, then onto any held node; else
-        victims are looked for on every node. (The last search may put ``job`` on nodes held
-        for its own queue's reservation once it evicts a borrower there, so it may go there
-        with no eviction too: a job that fits as it is has no victim set to find, and was
-        left waiting within its guarantee while others borrowed.)"""
+        held for jobs of other queues that would borrow, then onto those held for its own
+        queue's jobs too; else victims are looked for on every node. (The last search may put
+        ``job`` on nodes held for its own queue's reservation once it evicts a borrower there,
+        so it may go there with no eviction too: a job that fits as it is has no victim set
+        to find, and was left waiting within its guarantee while others borrowed.)"""
         held = self._held
         if held:
             session.blocked_nodes = held
@@ -163,8 +163,12 @@ class Reclaim(Evicting):
                 return []
         finally:
             session.blocked_nodes = {}
-        if held and place_as_is(session, job):
-            return []
+        session.blocked_nodes = _owed_to_others(session, job, held, own_queue=False)
+        try:
+            if held and place_as_is(session, job):
+                return []
+        finally:
+            session.blocked_nodes = {}
         chosen = super()._make_room(session, job, index, rooms)
         # Fallbacks (each may take victims the searches before may not): a queue's victims
         # taken while it borrows anything; then borrowers past their budget.
@@ -182,24 +186,25 @@ class Reclaim(Evicting):
 
 
 def _owed_to_others(
-    session: Session, job: Job, held: dict[int, tuple[float, JobId]]
+    session: Session, job: Job, held: dict[int, tuple[float, JobId]], *, own_queue: bool = True
 ) -> dict[int, tuple[float, JobId]]:
-    """The nodes of ``held`` that stay closed to ``job``, owed quota, in reclaim's second
-    step: those held for a job of its own queue, or for one within its queue's guarantee (a
-    guarantee outranks another queue's plan to borrow first; the steps after open every
-    held node)."""
+    """The nodes of ``held`` that stay closed to ``job``, owed quota, when it is placed as it
+    is: those held for a job of another queue within that queue's guarantee (another promise)
+    and, with ``own_queue``, those held for a job of its own queue (a guarantee outranks
+    another queue's plan to borrow first, then its own queue's order)."""
     quota = session.quota
     assert quota is not None
     owners = {j.id: j for j in session.snapshot.pending}
     keep = {}
     for node, (start, owner_id) in held.items():
         owner = owners.get(owner_id)
-        if (
-            owner is None
-            or owner.queue == job.queue
-            or owner.queue not in quota.tree
-            or quota.within_guarantee(owner.queue, session.request(owner))
-        ):
+        if owner is None or owner.queue not in quota.tree:
+            closed = True
+        elif owner.queue == job.queue:
+            closed = own_queue
+        else:
+            closed = quota.within_guarantee(owner.queue, session.request(owner))
+        if closed:
             keep[node] = (start, owner_id)
     return keep
 
