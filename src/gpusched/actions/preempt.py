@@ -157,18 +157,13 @@ class Reclaim(Evicting):
                 session.blocked_nodes = {}
             if chosen is not None:
                 return chosen
-        session.blocked_nodes = _owed_to_others(session, job, held)
-        try:
-            if place_as_is(session, job):
-                return []
-        finally:
-            session.blocked_nodes = {}
-        session.blocked_nodes = _owed_to_others(session, job, held, own_queue=False)
-        try:
-            if held and place_as_is(session, job):
-                return []
-        finally:
-            session.blocked_nodes = {}
+        for own_queue in (True, False) if held else (True,):
+            session.blocked_nodes = _owed_to_others(session, job, held, own_queue=own_queue)
+            try:
+                if place_as_is(session, job):
+                    return []
+            finally:
+                session.blocked_nodes = {}
         chosen = super()._make_room(session, job, index, rooms)
         # Fallbacks (each may take victims the searches before may not): a queue's victims
         # taken while it borrows anything; then borrowers past their budget.
