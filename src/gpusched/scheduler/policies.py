@@ -25,11 +25,11 @@ built-in main job its moves cost more progress and waiting than they saved (docs
 ``gpusched-aging`` trades the other jobs' waits for the largest jobs': backfill's aging at 24 h
 (a job pending longer goes first for a reservation, oldest first) and two reservations
 instead of one. On the 5,000-job gang runs (seeds 1-8) the largest 1% of jobs' longest wait
-is 143.5 h on average against 167.3 h with ``gpusched`` (171.1 h without reservations), the
-average wait 80.0 against 76.9 min and the p95 wait 136.3 against 118.7 min; on the main
-job's 8 seeds 9.5 min / 6.9 min / 20.8 h against 9.5 min / 10.0 min / 20.1 h (average, p95,
-largest 1%; docs/benchmarks.md §4). Not a bound (on two seeds the largest jobs wait longer
-than without reservations), hence not the default.
+is 147.7 h on average against 175.4 h with ``gpusched`` (171.1 h without reservations), the
+average wait 80.5 against 86.0 min and the p95 wait 137.1 against 101.2 min; on the main
+job's 8 seeds (twelfth session) 9.5 min / 6.9 min / 20.8 h against 9.5 min / 10.0 min /
+20.1 h (average, p95, largest 1%; docs/benchmarks.md §4). Not a bound (on three seeds the
+largest jobs wait longer than without reservations), hence not the default.
 
 ``gpusched-topo`` is derived from ``gpusched`` (:func:`_with_topology`: the same actions,
 queues, filters and scores plus the topology parts), so the two cannot drift apart. It is a
