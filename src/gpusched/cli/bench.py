@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpusched.cli.inputs import load_inputs, parse_seeds
+from gpusched.cli.inputs import DEFAULT_LOAD, LoadOption, load_inputs, parse_seeds
 from gpusched.cli.progress import progress_bar
 from gpusched.cli.summary import SUMMARY_ROWS, fmt_value
 from gpusched.errors import ConfigError
@@ -100,12 +100,7 @@ def bench_openb(
 def bench_gangs(
     jobs: Annotated[int, typer.Option(min=1, help="Jobs to generate.")] = 5000,
     seed: Annotated[int, typer.Option(help="Seed of the workload and the runs.")] = 7,
-    load: Annotated[
-        float,
-        typer.Option(
-            min=0.01, max=10.0, help="Offered GPU load of the generated jobs (1.0 = capacity)."
-        ),
-    ] = 0.9,
+    load: LoadOption = DEFAULT_LOAD,
     cluster: Annotated[
         str | None, typer.Option(help="Cluster file (default: the built-in cluster).")
     ] = None,

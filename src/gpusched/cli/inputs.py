@@ -26,10 +26,12 @@ from gpusched.workloads import (
 )
 
 __all__ = [
+    "DEFAULT_LOAD",
     "ClusterOption",
     "ConfigOption",
     "Inputs",
     "JobsOption",
+    "LoadOption",
     "SeedOption",
     "WorkloadOption",
     "load_inputs",
@@ -61,6 +63,14 @@ SeedOption = Annotated[
 JobsOption = Annotated[
     int, typer.Option("--jobs", min=1, help="Jobs to generate when no --workload is given.")
 ]
+#: The generator's offered GPU load (``WorkloadParams.load``), the CLI's default.
+DEFAULT_LOAD: float = WorkloadParams().load
+LoadOption = Annotated[
+    float,
+    typer.Option(
+        "--load", min=0.01, max=10.0, help="Offered GPU load of generated jobs (1.0 = capacity)."
+    ),
+]
 
 
 NO_CONFIG = SchedulingConfig(None, {})
@@ -84,7 +94,7 @@ def load_inputs(
     seed: int,
     jobs: int,
     *,
-    load: float | None = None,
+    load: float = DEFAULT_LOAD,
 ) -> Inputs:
     """What ``simulate`` and ``explain`` run on. Defaults: the built-in cluster; a generated
     workload (``jobs`` jobs, ``seed``, offered GPU load ``load``, by default the generator's);
@@ -94,8 +104,7 @@ def load_inputs(
     if workload:
         job_list = load_jobs(workload, nodes)
     else:
-        params = WorkloadParams(jobs=jobs) if load is None else WorkloadParams(jobs=jobs, load=load)
-        job_list = generate_workload(nodes, params, seed)
+        job_list = generate_workload(nodes, WorkloadParams(jobs=jobs, load=load), seed)
     if config:
         cfg = load_scheduling(config)
     elif not workload:
@@ -118,9 +127,9 @@ def load_inputs(
     return Inputs(nodes, job_list, cfg, title)
 
 
-def _load(load: float | None) -> str:
+def _load(load: float) -> str:
     """The title's note of a load other than the generator's default."""
-    return "" if load is None or load == WorkloadParams().load else f", offered load {load:g}"
+    return "" if load == DEFAULT_LOAD else f", offered load {load:g}"
 
 
 def _header(path: Path) -> list[str]:

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from gpusched.cli.inputs import load_nodes
+from gpusched.cli.inputs import DEFAULT_LOAD, LoadOption, load_nodes
 from gpusched.errors import ConfigError
 from gpusched.io.native_dump import dump_scheduling, dump_workload
 from gpusched.workloads import (
@@ -41,9 +41,7 @@ def workload_generate(
     output: Annotated[Path, typer.Option("--output", "-o", help="File to write (YAML).")],
     jobs: Annotated[int, typer.Option(min=1, help="Number of jobs.")] = 1500,
     seed: Annotated[int, typer.Option(help="Generator seed.")] = 7,
-    load: Annotated[
-        float, typer.Option(min=0.01, max=10.0, help="Offered GPU load (1.0 = capacity).")
-    ] = 0.9,
+    load: LoadOption = DEFAULT_LOAD,
     cluster: Annotated[
         str | None, typer.Option(help="Cluster the load is scaled to (default: built-in).")
     ] = None,
