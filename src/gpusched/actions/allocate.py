@@ -15,8 +15,10 @@
   bound by it. The holder also reserves the nodes it will need (one of the
   ``reservations``), from the later of the hold's end and their own expected start, so it
   keeps its place when the quota comes free instead of queueing for nodes behind another
-  job's reservation. Every job left pending gets an estimated start time
-  (:mod:`gpusched.framework.timeline`).
+  job's reservation. With ``reservations: k`` the first ``k`` blocked jobs get one each, in
+  order, each laid out after the ones before it (their nodes closed to it until they are
+  expected to end; :mod:`gpusched.framework.timeline`, *reservations laid out in time*).
+  Every job left pending gets an estimated start time (:mod:`gpusched.framework.timeline`).
 
   *Sticky reservations:* a reservation stays with its job from cycle to cycle (the driver
   passes last cycle's holders in ``Snapshot.reserved``): the holder is considered ahead of
@@ -83,6 +85,7 @@ from gpusched.actions.make_room import evict_for, place_now
 from gpusched.actions.starvation import evict_for_starving
 from gpusched.framework import Code, Reservation, RunningJob, Session, Statement, Status
 from gpusched.framework.timeline import (
+    Laid,
     estimate_starts,
     fits_after,
     limit_start,
@@ -161,6 +164,7 @@ class Backfill:
             first = {j.id for j in starving}
             order = [*starving, *(j for j in order if j.id not in first)]
         overdue = _overdue(session) if self.evict_overdue and self.reservations else []
+        laid: list[Laid] = []  # this cycle's reservations, for the next ones to lay out after
         for rank, job in enumerate(order):
             if job.id in session.evicted:
                 continue
@@ -182,12 +186,13 @@ class Backfill:
                     continue
                 if len(session.plan.reservations) < self.reservations:
                     # The holder holds nodes too, from when its queues can admit it.
-                    _hold_nodes(session, reserve(session, job), holding.until)
+                    res = reserve(session, job, ahead=laid)
+                    _hold_nodes(session, job, res, laid, holding.until)
                 continue
             if len(session.plan.reservations) < self.reservations:
                 if overdue and _evict_overdue(session, job, overdue):
                     continue
-                res = reserve(session, job)
+                res = reserve(session, job, ahead=laid)
                 guard = self.guard_after_s
                 if (
                     res is not None
@@ -196,7 +201,7 @@ class Backfill:
                     and evict_for_starving(session, job, res)
                 ):
                     continue
-                _hold_nodes(session, res)
+                _hold_nodes(session, job, res, laid)
         waiting = [
             j
             for j in order
@@ -217,18 +222,28 @@ class Backfill:
         session.plan.estimated_start.update({j: t for j, t in starts.items() if math.isfinite(t)})
 
 
-def _hold_nodes(session: Session, res: Reservation | None, not_before: float = 0.0) -> None:
-    """Record ``res`` (if any), starting no earlier than ``not_before``, and hold its nodes."""
+def _hold_nodes(
+    session: Session,
+    job: Job,
+    res: Reservation | None,
+    laid: list[Laid],
+    not_before: float = 0.0,
+) -> None:
+    """Record ``res``, ``job``'s reservation (if any), starting no earlier than
+    ``not_before``, and hold its nodes; add it to ``laid`` (held until its start plus the
+    job's run-time estimate) for the reservations after it."""
     if res is None:
         return
     if res.start < not_before:
         res = Reservation(res.job, not_before, res.nodes)
     session.plan.reservations[res.job] = res
-    for name in res.nodes:
-        node = session.state.index[name]
+    index = session.state.index
+    nodes = tuple(index[name] for name in res.nodes)
+    for node in nodes:
         held = session.blocked_nodes.get(node)
         if held is None or res.start < held[0]:
             session.blocked_nodes[node] = (res.start, res.job)
+    laid.append(Laid(res.job, res.start + session.runtime_estimate(job), nodes))
 
 
 def _holders_first(order: list[Job], reserved: Mapping[JobId, float]) -> list[Job]:

@@ -26,6 +26,22 @@ the working state, release them in order of expected end and place the job with 
 own filters and scores; the earliest release after which it fits (found by binary search) is
 the reservation's start, and the nodes it would use are held (EASY backfill).
 
+**Reservations laid out in time** (a backfill with more than one reservation). The second
+and later reservations of a cycle are made against the ones before them: reservation ``r``
+(start ``s_r``, nodes ``N_r``, the job's run-time estimate ``est_r``) holds ``N_r`` until
+``e_r = s_r + est_r``, so a later search tries, besides the running jobs' ends, each
+``e_r``, and in the trial at time ``t`` the nodes of every earlier ``r`` with ``e_r > t``
+are closed::
+
+    points = sorted({end_i : running job i} U {e_r : earlier reservation r})
+    trial(t): release the running jobs with end_i <= t; close N_r for every r with e_r > t
+
+A later reservation never starts on an earlier one's nodes before that one is expected to
+end (it does not slot in ahead of it, which keeps the trials monotone in ``t``: each later
+point releases more and closes less). Before, a later search closed the earlier nodes for
+good whenever its job would still run at ``s_r`` and left them open otherwise, so it either
+ignored nodes that would come free or booked them twice.
+
 **Estimate (fluid, for every pending job).** In queue order, each job needs ``d_j`` GPU-milli
 (CPU-only jobs count CPU). With ``free`` the idle capacity now and a heap of future releases
 (running jobs, then the jobs estimated ahead of this one)::
@@ -62,6 +78,7 @@ import bisect
 import heapq
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpusched.framework.domains import patience_s
@@ -75,6 +92,7 @@ if TYPE_CHECKING:
     from gpusched.framework.session import Session
 
 __all__ = [
+    "Laid",
     "estimate_starts",
     "expected_ends",
     "fits_after",
@@ -119,6 +137,17 @@ def quota_hold(session: Session, job: Job, *, limits: bool = False) -> QuotaHold
         if freed >= short:
             return QuotaHold(job.id, end, short)
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class Laid:
+    """A reservation made earlier in the cycle, as later reservations see it: ``job`` holds
+    ``nodes`` (node indices) until ``end``, its reservation's start plus its run-time estimate
+    (module docstring, *reservations laid out in time*)."""
+
+    job: JobId
+    end: float
+    nodes: tuple[int, ...]
 
 
 #: Sorts after every job id (for bisecting ``(end, job)`` pairs by end alone).
@@ -197,6 +226,7 @@ def reserve(
     until: float = math.inf,
     exact: bool = True,
     optimistic: bool = False,
+    ahead: Sequence[Laid] = (),
 ) -> Reservation | None:
     """Earliest start of ``job`` as running jobs end, with the nodes it would use.
 
@@ -207,16 +237,23 @@ def reserve(
     only releases expected by then (``None`` if the job does not fit by then); ``exact=False``:
     one trial with all of them released, the start reported as the last of them (a yes/no
     answer to "does it fit by ``until``?", with no nodes). ``optimistic``: running jobs end
-    at their optimistic ends (module docstring).
+    at their optimistic ends (module docstring). ``ahead``: reservations made before this one
+    (module docstring, *reservations laid out in time*).
     """
-    found = _search(session, job, one_domain, until, exact, optimistic=optimistic)
+    found = _search(session, job, one_domain, until, exact, optimistic=optimistic, ahead=ahead)
     if one_domain or found is None:
         return found
     patience = patience_s(session.state, job, session.runtime_estimate(job))
     if patience <= 0:
         return found
     one = _search(
-        session, job, True, min(until, found.start + patience), exact, optimistic=optimistic
+        session,
+        job,
+        True,
+        min(until, found.start + patience),
+        exact,
+        optimistic=optimistic,
+        ahead=ahead,
     )
     return found if one is None else one
 
@@ -229,6 +266,7 @@ def _search(
     exact: bool = True,
     *,
     optimistic: bool = False,
+    ahead: Sequence[Laid] = (),
 ) -> Reservation | None:
     """:func:`reserve` without the preferred-gang comparison.
 
@@ -236,37 +274,49 @@ def _search(
     (:class:`~gpusched.framework.release_batch.ReleaseBatch`), as far as the search reaches
     (:class:`~gpusched.framework.release_batch.ReleasePrefix`); the state after the first
     ``p`` releases is then one vector sum over a prefix (:meth:`ClusterState.free_batch`),
-    with no allocation-map work. Galloping search: try ``p = 1, 2, 4, 8, ...`` releases
-    (``O(log R)`` trials), then bisect inside the last doubling. Fitting is (near enough)
-    monotone in the releases. A gang confined to one network domain is tested by the domain's
-    room alone (:mod:`~gpusched.framework.domains`: room is exact for identical tasks) and
-    placed once, at the prefix found, for its nodes.
+    with no allocation-map work. Galloping search over the release points: try
+    ``k = 1, 2, 4, 8, ...`` (``O(log R)`` trials), then bisect inside the last doubling.
+    Fitting is (near enough) monotone in the points: each later one releases more, and an
+    earlier reservation's nodes (``ahead``) once closed only open. A gang confined to one
+    network domain is tested by the domain's room alone
+    (:mod:`~gpusched.framework.domains`: room is exact for identical tasks) and placed once,
+    at the point found, for its nodes.
     """
     ends = optimistic_ends(session) if optimistic else expected_ends(session)
     if math.isfinite(until):
         ends = ends[: bisect.bisect_right(ends, (until, _LAST_ID))]
-    if not ends:
+    points = _points(ends, ahead, until)
+    if not points:
         return None
     prefix = ReleasePrefix(session, ends)
     confining = job.topology is not None and (one_domain or job.topology.required)
 
-    def fits(releases: int, *, place: bool = False) -> tuple[NodeName, ...] | None:
+    def fits(k: int, *, place: bool = False) -> tuple[NodeName, ...] | None:
+        at, releases = points[k - 1]
         batch, upto = prefix.upto(releases)
-        return _trial(session, job, batch, upto, one_domain, quick=confining and not place)
+        if not ahead:
+            return _trial(session, job, batch, upto, one_domain, quick=confining and not place)
+        kept = session.blocked_nodes
+        session.blocked_nodes = _closed_at(at, ahead)
+        try:
+            return _trial(session, job, batch, upto, one_domain, quick=confining and not place)
+        finally:
+            session.blocked_nodes = kept
 
+    count = len(points)
     if not exact:
-        return None if fits(len(ends)) is None else Reservation(job.id, ends[-1][0], ())
+        return None if fits(count) is None else Reservation(job.id, points[-1][0], ())
     done, step, before_done = 0, 1, 0
     found: tuple[NodeName, ...] | None = None
     while True:
-        before_done, done = done, min(step, len(ends))
+        before_done, done = done, min(step, count)
         found = fits(done)
-        if found is not None or done == len(ends):
+        if found is not None or done == count:
             break
         step *= 2
     if found is None:
         return None
-    # The first fitting prefix length is in (before_done, done]: bisect.
+    # The first fitting point is in (before_done, done]: bisect.
     lo, hi, best = before_done + 1, done, found
     while lo < hi:
         mid = (lo + hi) // 2
@@ -280,7 +330,34 @@ def _search(
         if placed is None:
             return None
         best = placed
-    return Reservation(job.id, ends[lo - 1][0], best)
+    return Reservation(job.id, points[lo - 1][0], best)
+
+
+def _points(
+    ends: Sequence[tuple[float, JobId]], ahead: Sequence[Laid], until: float
+) -> list[tuple[float, int]]:
+    """The release points a reservation search tries, in time order: ``(t, p)``, the time
+    and how many of ``ends`` have been released by then. One per running job's end, and
+    with ``ahead``, one at each earlier reservation's end (by ``until``) too."""
+    points = [(end, i + 1) for i, (end, _) in enumerate(ends)]
+    if not ahead:
+        return points
+    for laid in ahead:
+        if laid.end <= until:
+            points.append((laid.end, bisect.bisect_right(ends, (laid.end, _LAST_ID))))
+    points.sort()
+    return points
+
+
+def _closed_at(at: float, ahead: Sequence[Laid]) -> dict[int, tuple[float, JobId]]:
+    """The nodes of the reservations ``ahead`` not yet over at time ``at``, as
+    :attr:`Session.blocked_nodes` entries closed to every other job."""
+    closed: dict[int, tuple[float, JobId]] = {}
+    for laid in ahead:
+        if laid.end > at:
+            for node in laid.nodes:
+                closed[node] = (-math.inf, laid.job)
+    return closed
 
 
 def fits_after(session: Session, job: Job, releasing: Sequence[JobId]) -> set[int] | None:
