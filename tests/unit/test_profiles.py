@@ -63,16 +63,18 @@ def test_policy_spec_is_a_copy() -> None:
     assert [s.name for s in policy_spec("bestfit").scores] == ["best-fit"]
 
 
-def test_gpusched_aging_is_gpusched_with_aging_and_two_reservations() -> None:
-    base, aging = policy_spec("gpusched"), policy_spec("gpusched-aging")
-    assert aging.action_args["backfill"] == {"starve_after_s": 86_400.0, "reservations": 2}
-    rest = {k: v for k, v in aging.action_args.items() if k != "backfill"}
+def test_gpusched_easy_is_gpusched_with_one_reservation_and_no_aging() -> None:
+    base, easy = policy_spec("gpusched"), policy_spec("gpusched-easy")
+    assert base.action_args["backfill"] == {"reservations": 4, "starve_after_s": 86_400.0}
+    assert easy.action_args["backfill"] == {}
+    rest = {k: v for k, v in easy.action_args.items() if k != "backfill"}
     assert rest == {k: v for k, v in base.action_args.items() if k != "backfill"}
     same = ("actions", "queue_sort", "filters", "scores", "gpu_picker")
-    assert [getattr(aging, f) for f in same] == [getattr(base, f) for f in same]
-    backfill = build_profile(aging).actions[0]
-    assert isinstance(backfill, Backfill)
-    assert (backfill.starve_after_s, backfill.reservations) == (86_400.0, 2)
+    assert [getattr(easy, f) for f in same] == [getattr(base, f) for f in same]
+    for spec, want in ((base, (86_400.0, 4)), (easy, (None, 1))):
+        backfill = build_profile(spec).actions[0]
+        assert isinstance(backfill, Backfill)
+        assert (backfill.starve_after_s, backfill.reservations) == want
 
 
 def test_unknown_policy_lists_the_choices() -> None:

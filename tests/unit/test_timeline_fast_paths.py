@@ -4,12 +4,14 @@
 * the fluid start estimate (running releases read in order beside a heap of the estimated
   jobs' releases) equals one heap of all releases;
 * the reservation search, laying out only the releases it reaches, finds the reservation a
-  search over every running job's releases finds.
+  search over every running job's releases finds;
+* the release points worked out one at a time are the sorted list of them all.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import replace
@@ -19,7 +21,14 @@ import pytest
 
 from builders import cycle_context, make_job, make_node, make_state, policy_profile
 from gpusched.framework import RunningJob, Session, Snapshot, release_batch
-from gpusched.framework.timeline import estimate_starts, expected_ends, optimistic_ends, reserve
+from gpusched.framework.timeline import (
+    Laid,
+    _Points,
+    estimate_starts,
+    expected_ends,
+    optimistic_ends,
+    reserve,
+)
 from gpusched.model import Job, JobId
 
 NOW = 10_000.0
@@ -191,3 +200,24 @@ def test_optimistic_ends_differ_only_for_overrun_jobs(seed: int) -> None:
     assert overrun  # the setup has overrun jobs
     assert optimistic_ends(session) == sorted((e, j) for j, e in optimistic.items())
     assert expected_ends(session) == before
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_release_points_worked_out_per_point_equal_the_sorted_list(seed: int) -> None:
+    """``_Points.at(k)`` is the ``k``-th of all release points sorted by (time, releases):
+    the running jobs' ends and the earlier reservations' ends by ``until``."""
+    rng = random.Random(seed)
+    times = sorted(rng.choice((100.0, 200.0, 300.0, rng.uniform(0, 1000))) for _ in range(12))
+    ends = [(t, JobId(f"r{i:02d}")) for i, t in enumerate(times)]
+    until = rng.choice((math.inf, 500.0))
+    ahead = [
+        Laid(JobId(f"h{j}"), rng.choice((50.0, 200.0, rng.uniform(0, 1200))), ())
+        for j in range(rng.randrange(4))
+    ]
+    want = sorted(
+        [(end, i + 1) for i, (end, _) in enumerate(ends)]
+        + [(h.end, sum(1 for end, _ in ends if end <= h.end)) for h in ahead if h.end <= until]
+    )
+    points = _Points(ends, ahead, until)
+    assert points.count == len(want)
+    assert [points.at(k) for k in range(1, points.count + 1)] == want

@@ -47,7 +47,8 @@
   it starts, else nothing is evicted. Without this, borrowers with no run-time estimate (the
   learned mean is short for a heavy-tailed job) overran the hold and it slipped every cycle.
 
-  *Aging* (opt-in, ``starve_after_s``; off by default, see below): the queue order (fair
+  *Aging* (``starve_after_s``; off in the action, 24 h in the built-in ``gpusched`` profile
+  with four reservations): the queue order (fair
   share) can keep a big job of a busy queue from ever being the first blocked job, so it never
   holds a reservation. A job still pending ``starve_after_s`` after it was submitted (an
   evicted job counts from its submission too) is then considered first, oldest first, ahead
@@ -57,10 +58,13 @@
   when run-time estimates hold. With ``limit_holds`` (off by default) an aged job held back by
   its queue's *limit* also holds that limit EASY-style (the queue's other jobs start only if
   they end before it can); measured, that lengthened the queue's other waits more than it
-  shortened the aged job's. Measured at 24 h without limit holds on the 5,000-job gang runs
-  (seeds 1-4, 7): the largest jobs' longest wait 177.1 -> 132.4 h on average, average wait
-  78.5 -> 83.1 min, and on the main job's 8 seeds every wait a little longer
-  (docs/benchmarks.md §4), hence off.
+  shortened the aged job's. Measured at 24 h without limit holds and with one reservation on
+  the 5,000-job gang runs (seeds 1-4, 7): the largest jobs' longest wait 177.1 -> 132.4 h on
+  average, average wait 78.5 -> 83.1 min, and on the main job's 8 seeds every wait a little
+  longer. With four reservations laid out in time (seeds 1-12) the largest jobs' wait is
+  129.9 h against 167.6 h with one reservation and no aging, and shorter than without
+  reservations on every seed, at about the same average wait (docs/benchmarks.md §4): the
+  built-in ``gpusched``.
 
   *Starvation guard* (opt-in, ``guard_after_s``; off by default): the first blocked job, once
   it has waited longer than ``guard_after_s`` since submission, evicts the work on its

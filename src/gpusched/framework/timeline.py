@@ -285,14 +285,14 @@ def _search(
     ends = optimistic_ends(session) if optimistic else expected_ends(session)
     if math.isfinite(until):
         ends = ends[: bisect.bisect_right(ends, (until, _LAST_ID))]
-    points = _points(ends, ahead, until)
-    if not points:
+    points = _Points(ends, ahead, until)
+    if not points.count:
         return None
     prefix = ReleasePrefix(session, ends)
     confining = job.topology is not None and (one_domain or job.topology.required)
 
     def fits(k: int, *, place: bool = False) -> tuple[NodeName, ...] | None:
-        at, releases = points[k - 1]
+        at, releases = points.at(k)
         batch, upto = prefix.upto(releases)
         if not ahead:
             return _trial(session, job, batch, upto, one_domain, quick=confining and not place)
@@ -303,9 +303,9 @@ def _search(
         finally:
             session.blocked_nodes = kept
 
-    count = len(points)
+    count = points.count
     if not exact:
-        return None if fits(count) is None else Reservation(job.id, points[-1][0], ())
+        return None if fits(count) is None else Reservation(job.id, points.at(count)[0], ())
     done, step, before_done = 0, 1, 0
     found: tuple[NodeName, ...] | None = None
     while True:
@@ -330,23 +330,42 @@ def _search(
         if placed is None:
             return None
         best = placed
-    return Reservation(job.id, points[lo - 1][0], best)
+    return Reservation(job.id, points.at(lo)[0], best)
 
 
-def _points(
-    ends: Sequence[tuple[float, JobId]], ahead: Sequence[Laid], until: float
-) -> list[tuple[float, int]]:
-    """The release points a reservation search tries, in time order: ``(t, p)``, the time
-    and how many of ``ends`` have been released by then. One per running job's end, and
-    with ``ahead``, one at each earlier reservation's end (by ``until``) too."""
-    points = [(end, i + 1) for i, (end, _) in enumerate(ends)]
-    if not ahead:
-        return points
-    for laid in ahead:
-        if laid.end <= until:
-            points.append((laid.end, bisect.bisect_right(ends, (laid.end, _LAST_ID))))
-    points.sort()
-    return points
+class _Points:
+    """The release points a reservation search tries, in time order, numbered from 1: point
+    ``k`` is ``(t, p)``, a time and how many of ``ends`` have been released by then. One per
+    running job's end, and with ``ahead``, one at each earlier reservation's end (by
+    ``until``) too, after the running jobs' ends at or before it. Worked out per point asked
+    for, so a search that tries ``O(log R)`` points does not build all ``R``."""
+
+    __slots__ = ("count", "ends", "phantoms")
+
+    def __init__(
+        self, ends: Sequence[tuple[float, JobId]], ahead: Sequence[Laid], until: float
+    ) -> None:
+        self.ends = ends
+        # (time, running ends at or before it), by time; its point number is p + j + 1.
+        self.phantoms = sorted(
+            (laid.end, bisect.bisect_right(ends, (laid.end, _LAST_ID)))
+            for laid in ahead
+            if laid.end <= until
+        )
+        self.count = len(ends) + len(self.phantoms)
+
+    def at(self, k: int) -> tuple[float, int]:
+        """Point ``k`` (``1 <= k <= count``)."""
+        before = 0  # phantom points ahead of point k
+        for j, (end, releases) in enumerate(self.phantoms):
+            number = releases + j + 1
+            if number == k:
+                return end, releases
+            if number > k:
+                break
+            before = j + 1
+        releases = k - before
+        return self.ends[releases - 1][0], releases
 
 
 def _closed_at(at: float, ahead: Sequence[Laid]) -> dict[int, tuple[float, JobId]]:

@@ -12,9 +12,9 @@ bestfit          least weighted leftover (BestFit)
 fgd              fragmentation gradient descent (the FGD paper)
 fgd-ss           FGD on CPU-aware fragmentation, sum-of-squares pairing of shared GPUs
 fifo-gang        strict FIFO, gangs all or nothing (the batch baseline)
-gpusched         backfill + reclaim + preemption, fair share, FGD
+gpusched         backfill (four reservations, aging) + reclaim + preemption, fair share, FGD
 gpusched-defrag  gpusched plus defragmentation moves
-gpusched-aging   gpusched whose jobs pending over 24 h go first, two reservations
+gpusched-easy    gpusched with one reservation and no aging (the default until 2026-11)
 gpusched-topo    gpusched with GPU topology: connectivity score, topology-aware GPU picker
 ===============  ================================================================
 
@@ -22,14 +22,14 @@ Defragmentation is opt-in (``gpusched-defrag``, or ``defrag`` in a profile's act
 built-in main job its moves cost more progress and waiting than they saved (docs/benchmarks.md
 §6.1), while on fragmentation-prone workloads it shortens waits.
 
-``gpusched-aging`` trades the other jobs' waits for the largest jobs': backfill's aging at 24 h
-(a job pending longer goes first for a reservation, oldest first) and two reservations
-instead of one. On the 5,000-job gang runs (seeds 1-8) the largest 1% of jobs' longest wait
-is 147.7 h on average against 175.4 h with ``gpusched`` (171.1 h without reservations), the
-average wait 80.5 against 86.0 min and the p95 wait 137.1 against 101.2 min; on the main
-job's 8 seeds (twelfth session) 9.5 min / 6.9 min / 20.8 h against 9.5 min / 10.0 min /
-20.1 h (average, p95, largest 1%; docs/benchmarks.md §4). Not a bound (on three seeds the
-largest jobs wait longer than without reservations), hence not the default.
+``gpusched``'s backfill holds four reservations, laid out in time (each after the ones
+before it), and ages jobs after 24 h (a job pending longer goes first for a reservation,
+oldest first). Against ``gpusched-easy`` (one reservation, no aging; the previous default),
+on the 5,000-job gang runs (seeds 1-12) the largest 1% of jobs' longest wait is 129.9 h on
+average against 167.6 h (171.4 h without reservations; shorter than without on all 12
+seeds), the average wait 75.7 against 78.2 min; on the main job (seeds 1-16) the largest
+1% wait 22.8 h against 18.5 h (30.3 h without reservations), the average wait 10.5 against
+10.5 min (docs/benchmarks.md §4).
 
 ``gpusched-topo`` is derived from ``gpusched`` (:func:`_with_topology`: the same actions,
 queues, filters and scores plus the topology parts), so the two cannot drift apart. It is a
@@ -101,12 +101,13 @@ POLICIES: dict[str, ProfileSpec] = {
     "gpusched": ProfileSpec(
         name="gpusched",
         description=(
-            "gpusched batch: gangs, EASY backfill with a reservation and a quota hold, "
-            "quota reclaim, "
-            "priority preemption, fair share, FGD placement; work that runs on any GPU model "
-            "stays off the models other work is pinned to"
+            "gpusched batch: gangs, backfill with four reservations laid out in time (jobs "
+            "pending over 24 h first) and a quota hold, quota reclaim, priority preemption, "
+            "fair share, FGD placement; work that runs on any GPU model stays off the models "
+            "other work is pinned to"
         ),
         actions=["backfill", "reclaim", "preempt"],
+        action_args={"backfill": {"reservations": 4, "starve_after_s": 86_400.0}},
         queue_sort="fair-share",
         filters=[
             PluginSpec(name="node-resources-fit"),
@@ -159,26 +160,26 @@ def _with_defrag(base: ProfileSpec, name: str) -> ProfileSpec:
     return spec
 
 
-def _with_aging(base: ProfileSpec, name: str) -> ProfileSpec:
-    """``base`` whose backfill ages jobs after 24 h and holds two reservations (module
-    docstring; derived, not copied)."""
+def _with_easy(base: ProfileSpec, name: str) -> ProfileSpec:
+    """``base`` whose backfill holds one reservation and does not age jobs: plain EASY
+    backfill (module docstring; derived, not copied)."""
     spec = base.model_copy(deep=True)
     spec.name = name
     spec.description = (
-        f"{base.name} whose jobs pending over 24 h go first for a reservation, with two "
-        "reservations (shorter waits for the largest jobs, longer for the others)"
+        f"{base.name} with one reservation and no aging (plain EASY backfill: the first "
+        "blocked job in queue order holds the reservation)"
     )
     spec.action_args["backfill"] = {
-        **spec.action_args.get("backfill", {}),
-        "starve_after_s": 86_400.0,
-        "reservations": 2,
+        k: v
+        for k, v in spec.action_args.get("backfill", {}).items()
+        if k not in ("reservations", "starve_after_s")
     }
     return spec
 
 
 POLICIES["gpusched-topo"] = _with_topology(POLICIES["gpusched"], "gpusched-topo")
 POLICIES["gpusched-defrag"] = _with_defrag(POLICIES["gpusched"], "gpusched-defrag")
-POLICIES["gpusched-aging"] = _with_aging(POLICIES["gpusched"], "gpusched-aging")
+POLICIES["gpusched-easy"] = _with_easy(POLICIES["gpusched"], "gpusched-easy")
 
 #: The policy ``gpusched simulate`` compares against the baselines by default.
 BEST_POLICY = "gpusched"
