@@ -34,6 +34,7 @@ from e2e.controlplane import ControlPlane, binaries  # noqa: E402
 from gpusched.io.native_dump import dump_cluster, dump_workload  # noqa: E402
 from gpusched.io.scheduling import apply_priority_classes  # noqa: E402
 from gpusched.model.task import DEFAULT_QUEUE  # noqa: E402
+from gpusched.scheduler import LIVE_POLICY  # noqa: E402
 from gpusched.workloads import (  # noqa: E402
     WorkloadParams,
     default_cluster,
@@ -136,7 +137,7 @@ def main() -> None:
                         "--scheduler-name",
                         "gpusched" if which == "gpusched" else "default-scheduler",
                         "--policy",
-                        "gpusched" if which == "gpusched" else "kube-default",
+                        LIVE_POLICY if which == "gpusched" else "kube-default",
                         "--json",
                     ],
                     capture_output=True,

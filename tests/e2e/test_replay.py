@@ -24,6 +24,7 @@ import pytest
 
 from e2e.controlplane import REPO, ControlPlane
 from e2e.kube import check
+from gpusched.scheduler import LIVE_POLICY
 
 SPEED = 30.0
 LAG_WALL_S = 4.0
@@ -126,7 +127,7 @@ def test_replay_completes_every_job_and_agrees_with_simulate(
         "--workload",
         str(workload),
         "--policy",
-        "gpusched",
+        LIVE_POLICY,
         "--json",
     )
     results = report["results"]

@@ -15,7 +15,7 @@ from gpusched.framework import PluginContext
 from gpusched.io.native_workload import load_workload
 from gpusched.io.openb import read_openb_pods
 from gpusched.model import TaskShape
-from gpusched.scheduler import BEST_POLICY, build_profile
+from gpusched.scheduler import LIVE_POLICY, build_profile
 
 __all__ = ["run_command"]
 
@@ -27,7 +27,7 @@ def run_command(
         typer.Option(help="kubeconfig file; default: the pod's service account (in-cluster)"),
     ] = None,
     policy: Annotated[
-        str | None, typer.Option(help=f"built-in policy (default {BEST_POLICY})")
+        str | None, typer.Option(help=f"built-in policy (default {LIVE_POLICY})")
     ] = None,
     profile: Annotated[
         str | None, typer.Option(help="profile YAML file instead of --policy")
@@ -95,7 +95,7 @@ def run_command(
     )
     if not verbose:
         logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
-    specs = resolve_profiles(policy or (None if profile else BEST_POLICY), profile)
+    specs = resolve_profiles(policy or (None if profile else LIVE_POLICY), profile)
     if len(specs) != 1:
         raise ConfigError("--policy: the live scheduler runs exactly one policy")
     if not retry_period < renew_deadline < lease_duration:

@@ -18,7 +18,7 @@ from gpusched.cli.progress import progress_bar
 from gpusched.cli.summary import SUMMARY_ROWS, fmt_value
 from gpusched.errors import ConfigError
 from gpusched.model import JobId, TaskId
-from gpusched.scheduler import BEST_POLICY
+from gpusched.scheduler import LIVE_POLICY
 
 __all__ = ["replay_command"]
 
@@ -62,7 +62,7 @@ def replay_command(
     policy: Annotated[
         str | None,
         typer.Option(
-            help=f"the live scheduler's policy, for the comparison (default {BEST_POLICY})"
+            help=f"the live scheduler's policy, for the comparison (default {LIVE_POLICY})"
         ),
     ] = None,
     profile: Annotated[
@@ -106,7 +106,7 @@ def replay_command(
     )
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    specs = resolve_profiles(policy or (None if profile else BEST_POLICY), profile)
+    specs = resolve_profiles(policy or (None if profile else LIVE_POLICY), profile)
     if len(specs) != 1:
         raise ConfigError("--policy: a replay compares with exactly one policy")
     spec = specs[0]

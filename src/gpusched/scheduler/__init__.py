@@ -2,11 +2,18 @@
 
 from gpusched.scheduler.build import build_profile
 from gpusched.scheduler.core import schedule
-from gpusched.scheduler.policies import BEST_POLICY, DEFAULT_COMPARISON, POLICIES, policy_spec
+from gpusched.scheduler.policies import (
+    BEST_POLICY,
+    DEFAULT_COMPARISON,
+    LIVE_POLICY,
+    POLICIES,
+    policy_spec,
+)
 
 __all__ = [
     "BEST_POLICY",
     "DEFAULT_COMPARISON",
+    "LIVE_POLICY",
     "POLICIES",
     "build_profile",
     "policy_spec",
