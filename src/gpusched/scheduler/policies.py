@@ -29,7 +29,8 @@ on the 5,000-job gang runs (seeds 1-12) the largest 1% of jobs' longest wait is 
 average against 167.6 h (171.4 h without reservations; shorter than without on all 12
 seeds), the average wait 75.7 against 78.2 min; on the main job (seeds 1-16) the largest
 1% wait 22.8 h against 18.5 h (30.3 h without reservations), the average wait 10.5 against
-10.5 min (docs/benchmarks.md §4).
+10.5 min. Not a bound: at an offered load of 0.6 the gang runs' largest jobs wait longer than
+without reservations on 3 of 5 seeds (docs/benchmarks.md §4).
 
 ``gpusched-topo`` is derived from ``gpusched`` (:func:`_with_topology`: the same actions,
 queues, filters and scores plus the topology parts), so the two cannot drift apart. It is a
