@@ -63,8 +63,8 @@
   average, average wait 78.5 -> 83.1 min, and on the main job's 8 seeds every wait a little
   longer. With four reservations laid out in time (seeds 1-12) the largest jobs' wait is
   129.9 h against 167.6 h with one reservation and no aging, and shorter than without
-  reservations on every seed, at about the same average wait (docs/benchmarks.md §4): the
-  built-in ``gpusched``.
+  reservations on every seed, at about the same average wait; not so at an offered load of
+  0.6 (longer on 3 of 5 seeds; docs/benchmarks.md §4). That is the built-in ``gpusched``.
 
   *Starvation guard* (opt-in, ``guard_after_s``; off by default): the first blocked job, once
   it has waited longer than ``guard_after_s`` since submission, evicts the work on its
