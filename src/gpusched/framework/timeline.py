@@ -294,10 +294,9 @@ def _search(
     def fits(k: int, *, place: bool = False) -> tuple[NodeName, ...] | None:
         at, releases = points.at(k)
         batch, upto = prefix.upto(releases)
-        if not ahead:
-            return _trial(session, job, batch, upto, one_domain, quick=confining and not place)
         kept = session.blocked_nodes
-        session.blocked_nodes = _closed_at(at, ahead)
+        if ahead:
+            session.blocked_nodes = _closed_at(at, ahead)
         try:
             return _trial(session, job, batch, upto, one_domain, quick=confining and not place)
         finally:
