@@ -55,4 +55,9 @@ def schedule(snapshot: Snapshot, profile: Profile) -> Plan:
             action.execute(session)
         if session.state.mig is not None:
             record_mig(session.plan, snapshot.state, session.state)
-        return session.plan
+        plan = session.plan
+        # Freed here, by reference counts, its objects never reach the collector: resumed
+        # with the session alive, the collector's first pass scans all of them (~18 ms of a
+        # 5,000-node cycle) only to find them still in use.
+        del session
+    return plan
