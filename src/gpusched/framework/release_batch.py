@@ -13,7 +13,7 @@ rows, a block per job, for the cycle (and, through the driver's memo, for the ne
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -128,12 +128,39 @@ class ReleaseRows:
     jobs that ended stay in the batch until it is laid out anew.
     """
 
-    __slots__ = ("batch", "block", "gpu_slots")
+    __slots__ = ("_block", "batch", "gpu_slots", "live")
 
     def __init__(self, gpu_slots: int) -> None:
         self.gpu_slots = gpu_slots
         self.batch = ReleaseBatch((), gpu_slots)
-        self.block: dict[JobId, tuple[object, int, int]] = {}
+        self._block: dict[JobId, tuple[object, int, int]] = {}
+        #: Rows of the blocks still listed (``SUM count``), kept as blocks come and go.
+        self.live = 0
+
+    @property
+    def block(self) -> Mapping[JobId, tuple[object, int, int]]:
+        """``job -> (run, start, count)``, read-only: change it with :meth:`put`,
+        :meth:`drop` and :meth:`keep_running`, which keep :attr:`live`."""
+        return self._block
+
+    def put(self, job: JobId, entry: tuple[object, int, int]) -> None:
+        """List ``job``'s block (replacing any earlier one)."""
+        old = self._block.get(job)
+        if old is not None:
+            self.live -= old[2]
+        self._block[job] = entry
+        self.live += entry[2]
+
+    def drop(self, job: JobId) -> None:
+        """Unlist ``job``'s block, if any (its rows stay in the batch)."""
+        old = self._block.pop(job, None)
+        if old is not None:
+            self.live -= old[2]
+
+    def keep_running(self, running: Mapping[JobId, object]) -> None:
+        """Keep only the blocks whose running record is still ``running[job]``."""
+        self._block = {j: b for j, b in self._block.items() if running.get(j) is b[0]}
+        self.live = sum(count for _, _, count in self._block.values())
 
 
 def running_releases(
@@ -148,7 +175,7 @@ def running_releases(
     jobs that ended make up more than half of the rows, they are laid out anew."""
     slots = session.state.gpu_slots
     rows = session.release_rows
-    if rows is None or rows.gpu_slots != slots or len(rows.batch) > 2 * _live_rows(rows) + 4096:
+    if rows is None or rows.gpu_slots != slots or len(rows.batch) > 2 * rows.live + 4096:
         rows = session.release_rows = ReleaseRows(slots)
         if session.snapshot.memo is not None:
             session.snapshot.memo.release_rows = rows
@@ -161,18 +188,13 @@ def running_releases(
         known = block.get(job_id)
         if known is None or known[0] is not run:
             got = [a for t in run.job.tasks if (a := allocations.get(t.id)) is not None]
-            block[job_id] = (run, start + len(fresh), len(got))
+            rows.put(job_id, (run, start + len(fresh), len(got)))
             fresh.extend(got)
     if fresh:
         rows.batch = rows.batch.extended(ReleaseBatch(fresh, session.state.gpu_slots))
     spans = np.array([block[j][1:] for _, j in ends], dtype=np.int64).reshape(-1, 2)
     offsets: list[int] = np.concatenate([[0], np.cumsum(spans[:, 1])]).tolist()
     return rows.batch.blocks(spans[:, 0], spans[:, 1]), offsets
-
-
-def _live_rows(rows: ReleaseRows) -> int:
-    """Rows of the blocks still listed."""
-    return sum(count for _, _, count in rows.block.values())
 
 
 class ReleasePrefix:

@@ -121,9 +121,8 @@ class Session(GangPlacement, QuotaAdmission, Diagnosis):
             memo.tables[_REQUESTS] = (relevant, self._requests)
         if memo is not None and memo.release_rows is not None:
             # The previous cycle's rows, without the blocks of jobs no longer running.
-            rows = self.release_rows = memo.release_rows
-            running = snapshot.running
-            rows.block = {j: b for j, b in rows.block.items() if running.get(j) is b[0]}
+            self.release_rows = memo.release_rows
+            self.release_rows.keep_running(snapshot.running)
         # Borrowable quota held for a job that waits only for borrowing (plan.QuotaHold), and
         # the jobs ahead of it in the order that set it (the hold does not bind them).
         self.quota_hold: QuotaHold | None = None
@@ -348,7 +347,7 @@ class Session(GangPlacement, QuotaAdmission, Diagnosis):
         for task_id in tasks:
             self.state.release(task_id)
         if self.release_rows is not None:
-            self.release_rows.block.pop(job_id, None)
+            self.release_rows.drop(job_id)
         self.shrunk.add(job_id)
         self._failed.clear()
         self.plan.evictions.append(Eviction(job_id, for_job, reason, tuple(tasks)))
