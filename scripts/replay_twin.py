@@ -59,8 +59,9 @@ def write_inputs(args: argparse.Namespace, folder: Path) -> tuple[Path, Path]:
     return cluster, workload
 
 
-def start_scheduler(plane: ControlPlane, which: str, hint: Path | None) -> Any:
-    """kube-scheduler, or ``gpusched run`` (with ``--workload-hint hint`` when given)."""
+def start_scheduler(plane: ControlPlane, which: str, hint: Path | None, speed: float) -> Any:
+    """kube-scheduler, or ``gpusched run`` (with ``--workload-hint hint`` when given, and the
+    simulator's default run time of an hour in the replay's wall seconds)."""
     if which == "kube-scheduler":
         return plane.start_kube_scheduler(f"twin-kube-scheduler-{time.time_ns()}", qps=5000)
     log = plane.workdir / "twin-gpusched.log"
@@ -73,6 +74,8 @@ def start_scheduler(plane: ControlPlane, which: str, hint: Path | None) -> Any:
             "--no-leader-elect",
             "--metrics-address",
             "",
+            "--default-runtime",
+            str(3600 / speed),
             *(("--workload-hint", str(hint)) if hint else ()),
         ],
         stdout=log.open("ab"),
@@ -118,7 +121,8 @@ def main() -> None:
         )
         for which in args.schedulers.split(","):
             for speed in args.speeds.split(","):
-                scheduler = start_scheduler(plane, which, workload if args.hint else None)
+                hint = workload if args.hint else None
+                scheduler = start_scheduler(plane, which, hint, float(speed))
                 load = subprocess.run(
                     ["uptime"], check=False, capture_output=True, text=True
                 ).stdout.strip()

@@ -72,6 +72,9 @@ def live_scheduler(control_plane: ControlPlane) -> Iterator[subprocess.Popen[byt
             "--no-leader-elect",
             "--metrics-address",
             "",
+            # The simulator's default hour, in the replay's wall seconds.
+            "--default-runtime",
+            str(3600 / SPEED),
         ],
         stdout=log.open("ab"),
         stderr=subprocess.STDOUT,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from builders import make_job, make_node, make_state, occupy, run_cycle
 from gpusched.actions.allocate import Backfill
@@ -10,7 +13,9 @@ from gpusched.errors import ConfigError
 from gpusched.framework import PluginContext, PluginSpec, ProfileSpec, TieBreak
 from gpusched.plugins import PLUGINS, create_plugin
 from gpusched.plugins.fgd import Fgd
-from gpusched.scheduler import BEST_POLICY, POLICIES, build_profile, policy_spec
+from gpusched.scheduler import BEST_POLICY, LIVE_POLICY, POLICIES, build_profile, policy_spec
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def spec(**fields: object) -> ProfileSpec:
@@ -75,6 +80,14 @@ def test_gpusched_easy_is_gpusched_with_one_reservation_and_no_aging() -> None:
         backfill = build_profile(spec).actions[0]
         assert isinstance(backfill, Backfill)
         assert (backfill.starve_after_s, backfill.reservations) == want
+
+
+def test_the_deployed_profile_is_the_live_default() -> None:
+    manifests = yaml.safe_load_all((REPO / "deploy" / "gpusched.yaml").read_text())
+    (config,) = [m for m in manifests if m and m["metadata"]["name"] == "gpusched-profile"]
+    deployed = ProfileSpec.model_validate(yaml.safe_load(config["data"]["profile.yaml"]))
+    live = policy_spec(LIVE_POLICY)
+    assert deployed.model_dump(exclude={"description"}) == live.model_dump(exclude={"description"})
 
 
 def test_unknown_policy_lists_the_choices() -> None:

@@ -78,6 +78,15 @@ def run_command(
             "(one whole GPU, no model preference)"
         ),
     ] = None,
+    default_runtime: Annotated[
+        str | None,
+        typer.Option(
+            help="run time of jobs with neither a gpusched.dev/runtime-estimate nor a mean "
+            "learned from completed jobs of their user and kind, in seconds or as a duration "
+            "('90m'); default: the core's 1h. Under a replay at --speed S, 3600/S gives the "
+            "simulator's hour in wall seconds"
+        ),
+    ] = None,
     metrics_address: Annotated[
         str, typer.Option(help="HOST:PORT serving /metrics; empty to disable")
     ] = "0.0.0.0:10261",
@@ -87,6 +96,7 @@ def run_command(
     # Imported here so other commands do not pay for httpx and prometheus_client at start-up.
     from gpusched.live import LiveOptions, RunConfig, run
     from gpusched.live.client import ApiError
+    from gpusched.live.estimates import parse_duration
     from gpusched.live.run import default_identity
 
     logging.basicConfig(
@@ -104,9 +114,23 @@ def run_command(
             f"--lease-duration {lease_duration:g} must hold (a leader steps down before a "
             "standby may take over)"
         )
+    default_s = None
+    if default_runtime is not None:
+        try:
+            default_s = parse_duration(default_runtime)
+        except ValueError:
+            default_s = 0.0
+        if default_s <= 0:
+            raise ConfigError(
+                f"--default-runtime: got {default_runtime!r}; expected seconds ('5400') or a "
+                "duration ('90m', '1h30m'), more than 0"
+            )
+    options = LiveOptions(
+        scheduler_name=scheduler_name, watch_timeout_s=watch_timeout, default_runtime_s=default_s
+    )
     config = RunConfig(
         kubeconfig=kubeconfig,
-        options=LiveOptions(scheduler_name=scheduler_name, watch_timeout_s=watch_timeout),
+        options=options,
         leader_elect=leader_elect,
         lease_namespace=lease_namespace,
         lease_name=lease_name,

@@ -92,7 +92,9 @@ def replay_command(
     gangs) at its arrival time divided by --speed, lets kwok complete each pod after its run
     time divided by --speed, and reports simulate's metrics in trace seconds (binds of one job
     less than one wall second apart count as simultaneous). Queues are not replayed: the
-    comparison simulates without them.
+    comparison simulates without them. Pods carry their job's kind and user as labels and
+    its run-time estimate divided by --speed; for the simulator's default run time of an
+    hour, run the scheduler with --default-runtime 3600/speed (docs/live.md).
     """
     # Imported here so other commands do not pay for httpx at start-up.
     from gpusched.live.client import ApiError, KubeClient, load_credentials

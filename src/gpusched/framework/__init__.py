@@ -16,12 +16,13 @@ from gpusched.framework.extension import (
 from gpusched.framework.plan import Bind, Eviction, Move, Plan, QuotaHold, Reservation
 from gpusched.framework.profile import PluginSpec, Profile, ProfileSpec, TieBreak
 from gpusched.framework.session import Session
-from gpusched.framework.snapshot import RunningJob, Snapshot, cycle_seed
+from gpusched.framework.snapshot import DEFAULT_RUNTIME_S, RunningJob, Snapshot, cycle_seed
 from gpusched.framework.state import ClusterState, VersionClock
 from gpusched.framework.statement import Statement
 from gpusched.framework.status import Cause, Code, Status
 
 __all__ = [
+    "DEFAULT_RUNTIME_S",
     "Action",
     "Allocation",
     "Bind",

@@ -48,9 +48,6 @@ __all__ = ["Session"]
 
 _NO_FIT = Status(Code.UNSCHEDULABLE, ("no feasible node",), Cause.NODES)
 
-#: Run time assumed for a job with no estimate and no history (seconds).
-DEFAULT_RUNTIME_S = 3600.0
-
 _NUMA_FILTER = "numa-local-cpu"
 #: The memo table of pending jobs' requests and quota keys.
 _REQUESTS = "requests"
@@ -99,7 +96,7 @@ class Session(GangPlacement, QuotaAdmission, Diagnosis):
         self.blocked_nodes: dict[int, tuple[float, JobId]] = {}
         self._end_estimate = 0.0
         self._current_job: JobId | None = None
-        self.default_runtime = DEFAULT_RUNTIME_S
+        self.default_runtime = snapshot.default_runtime
         # Bumped whenever the set of running jobs changes.
         self.running_epoch = 0
         # Running jobs by expected end, and how many of running.changes that reflects.

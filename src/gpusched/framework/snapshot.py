@@ -18,7 +18,11 @@ from gpusched.framework.memo import CycleMemo
 from gpusched.framework.state import ClusterState
 from gpusched.model import Job, JobId, QueueName, QueueTree
 
-__all__ = ["RunningJob", "RunningOverlay", "Snapshot", "cycle_seed"]
+__all__ = ["DEFAULT_RUNTIME_S", "RunningJob", "RunningOverlay", "Snapshot", "cycle_seed"]
+
+#: Run time assumed for a job with no estimate and no history (seconds), unless the driver
+#: says otherwise (:attr:`Snapshot.default_runtime`).
+DEFAULT_RUNTIME_S = 3600.0
 
 _SEED_MIX = 0x9E3779B97F4A7C15  # 2**64 / golden ratio: consecutive cycles spread apart
 _MASK = (1 << 63) - 1
@@ -125,6 +129,9 @@ class Snapshot:
         queues: the queue tree; ``None`` disables quota.
         usage_history: decayed past usage per queue (fair share), kept by the driver.
         runtime_stats: mean observed run time per ``(user, kind)``, kept by the driver.
+        default_runtime: run time assumed for a job with neither an estimate nor a mean in
+            ``runtime_stats`` (seconds; a driver whose clock runs faster than the workload's,
+            like a replay, scales it).
         evictions: how often each pending job was evicted before (disruption budgets).
         evicted_by: for each job, the jobs it was evicted to make room for; it never evicts
             them in return (no preemption loops, :mod:`~gpusched.actions.evicting`).
@@ -143,6 +150,7 @@ class Snapshot:
     queues: QueueTree | None = None
     usage_history: Mapping[QueueName, Mapping[str, float]] = field(default_factory=dict)
     runtime_stats: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    default_runtime: float = DEFAULT_RUNTIME_S
     evictions: Mapping[JobId, int] = field(default_factory=dict)
     evicted_by: Mapping[JobId, frozenset[JobId]] = field(default_factory=dict)
     reserved: Mapping[JobId, float] = field(default_factory=dict)

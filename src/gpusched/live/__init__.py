@@ -6,7 +6,9 @@ This package is a driver, beside :mod:`gpusched.sim`: it may import the core and
 
 Modules: :mod:`.client` (thin JSON client, raw Binding POST), :mod:`.cache` (list+watch),
 :mod:`.caches` (the scheduler's caches and API discovery), :mod:`.translate`,
-:mod:`.translate_pod`, :mod:`.translate_podgroup` (objects into slim values), :mod:`.snapshot`
+:mod:`.translate_pod`, :mod:`.translate_podgroup` (objects into slim values), :mod:`.estimates`
+(run-time estimate, user and kind of a pod), :mod:`.runtimes` (mean run times learned from
+completed pods), :mod:`.snapshot`
 (a cycle's Snapshot; pods into jobs in :mod:`.snapshot_jobs`, bound pods charged in
 :mod:`.snapshot_charge`, DRA in :mod:`.snapshot_dra`), :mod:`.scheduler` (the cycle and
 applying its plan), :mod:`.pod_moves` (Binding and Eviction), :mod:`.pod_writes` (conditions,

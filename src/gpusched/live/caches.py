@@ -4,7 +4,10 @@ APIs it adds once discovery finds them, and starting and waiting for them all.
 Kept apart from the cycle (:mod:`.scheduler`) because it is the scheduler's only reader of the
 apiserver: the cycle reads these caches, never the API. Each cache is an :class:`.Informer`
 (:mod:`.cache`) whose objects are converted on arrival (:mod:`.translate`, :mod:`.translate_pod`,
-:mod:`.translate_podgroup`, :mod:`.queues`, :mod:`.dra`). The optional APIs are native
+:mod:`.translate_podgroup`, :mod:`.queues`, :mod:`.dra`). Pods are watched twice: those not
+finished (the cluster's allocations and our pending pods), and our own Succeeded or Failed
+ones (:mod:`.runtimes`: the run times it learns; one filtered watch each, so that neither
+cache holds what the other does not need). The optional APIs are native
 ``scheduling.k8s.io/v1alpha2`` PodGroups and DRA ``resource.k8s.io/v1``; discovery runs in a
 thread of its own so that a slow apiserver does not delay the start.
 """
@@ -38,6 +41,7 @@ from gpusched.live.queues import (
     priorityclass_from_k8s,
     queue_from_k8s,
 )
+from gpusched.live.runtimes import Finished, finished_from_k8s
 from gpusched.live.translate import node_from_k8s
 from gpusched.live.translate_pod import PodInfo, pod_from_k8s
 from gpusched.live.translate_podgroup import (
@@ -56,9 +60,13 @@ PODGROUPS_PATH = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
 
 
 class LiveCaches:
-    """Every cache the scheduler reads; ``wake`` is called after each change."""
+    """Every cache the scheduler reads; ``wake`` is called after each change, except of
+    ``finished`` (our pods of ``scheduler_name`` that ended): a pod that ends also leaves
+    ``pods``, which wakes the loop, and the next cycle learns from it."""
 
-    def __init__(self, client: KubeClient, wake: Callable[[], None]) -> None:
+    def __init__(
+        self, client: KubeClient, wake: Callable[[], None], scheduler_name: str = "gpusched"
+    ) -> None:
         self.client = client
         self._wake = wake
         self.nodes: Informer[Node] = Informer(
@@ -70,6 +78,12 @@ class LiveCaches:
             pod_from_k8s,
             params={"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"},
             on_change=wake,
+        )
+        self.finished: Informer[Finished] = Informer(
+            client,
+            "/api/v1/pods",
+            finished_from_k8s,
+            params={"fieldSelector": _finished_selector(scheduler_name)},
         )
         self.podgroups: Informer[PodGroupInfo] = Informer(
             client, PODGROUPS_PATH, podgroup_from_k8s, on_change=wake
@@ -127,6 +141,7 @@ class LiveCaches:
         named: list[tuple[str, Informer[Any] | None]] = [
             ("nodes", self.nodes),
             ("pods", self.pods),
+            ("finished-pods", self.finished),
             ("podgroups", self.podgroups),
             ("namespaces", self.namespaces),
             ("queues", self.queues),
@@ -171,3 +186,12 @@ class LiveCaches:
             if not informer.synced.wait(max(0.0, deadline - time.monotonic())):
                 return False
         return True
+
+
+def _finished_selector(scheduler_name: str) -> str:
+    """Our pods in phase Succeeded or Failed (a field selector has no "or": every other
+    phase is excluded)."""
+    return (
+        f"spec.schedulerName={scheduler_name},status.phase!=Pending,"
+        "status.phase!=Running,status.phase!=Unknown"
+    )

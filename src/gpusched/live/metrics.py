@@ -14,6 +14,8 @@ gpusched_binds_total                   counter    Binding POSTs, by result (boun
                                                   error)
 gpusched_evictions_total               counter    Eviction POSTs, by result (evicted, blocked
                                                   by a PodDisruptionBudget, error)
+gpusched_completed_jobs_learned_total  counter    completed jobs whose run time went into the
+                                                  learned means (:mod:`.runtimes`)
 gpusched_gpu_capacity_milli            gauge      GPU capacity of schedulable nodes, milli-GPU
 gpusched_gpu_allocated_milli           gauge      GPU held by bound pods, milli-GPU
 gpusched_is_leader                     gauge      1 on the replica holding the Lease
@@ -60,6 +62,11 @@ class Metrics:
         )
         self.binds = Counter("gpusched_binds", "Binding POSTs", ["result"], registry=r)
         self.evictions = Counter("gpusched_evictions", "Eviction POSTs", ["result"], registry=r)
+        self.runtimes_learned = Counter(
+            "gpusched_completed_jobs_learned",
+            "Completed jobs whose run time went into the learned means",
+            registry=r,
+        )
         self.gpu_capacity = Gauge(
             "gpusched_gpu_capacity_milli", "GPU capacity of schedulable nodes", registry=r
         )

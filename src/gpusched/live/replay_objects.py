@@ -16,7 +16,11 @@ Rules:
   the task's own selector, tolerations and affinity are copied. Its run time, divided by the
   replay's speed, goes into ``gpusched.dev/kwok-runtime`` (kwok's ``gpusched-pod-complete``
   stage turns the pod Succeeded that long after it started); a job without a duration runs
-  until the replay ends;
+  until the replay ends. What the scheduler may know of run times is written as the simulator
+  gives it to the core: the labels ``gpusched.dev/kind`` (the job's kind) and
+  ``gpusched.dev/user`` (its user; none for a job without one, so the namespace stands in for
+  the simulator's empty user), and the job's ``runtime_estimate``, if any, divided by the
+  speed, as ``gpusched.dev/runtime-estimate`` (wall seconds, like every time in the replay);
 * a job of more than one task gets a scheduler-plugins **PodGroup** named after the job with
   ``minMember`` = its ``min_available``; its pods carry ``scheduling.x-k8s.io/pod-group``;
 * a job's non-zero **priority** ``p`` becomes ``priorityClassName: gpusched-replay-p`` (``-mP``
@@ -34,6 +38,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpusched.errors import ConfigError
+from gpusched.live.estimates import (
+    KIND_LABEL,
+    RUNTIME_ESTIMATE_ANNOTATION,
+    USER_LABEL,
+    format_seconds,
+)
 from gpusched.live.translate import (
     GPU_MEMORY_LABEL,
     GPU_MILLI_ANNOTATION,
@@ -247,7 +257,11 @@ def pod_object(
         annotations[GPU_MILLI_ANNOTATION] = str(shape.gpu_milli)
     if job.duration is not None:
         annotations[RUNTIME_ANNOTATION] = f"{max(1, round(job.duration / speed * 1000))}ms"
-    labels = {REPLAY_LABEL: run}
+    if job.runtime_estimate is not None:
+        annotations[RUNTIME_ESTIMATE_ANNOTATION] = format_seconds(job.runtime_estimate / speed)
+    labels = {REPLAY_LABEL: run, KIND_LABEL: job.kind.value}
+    if job.user:
+        labels[USER_LABEL] = _check_label(job.user, f"job {job.id!r}: field 'user'")
     if group:
         labels[POD_GROUP_LABEL] = group
     spec: JsonObj = {

@@ -38,6 +38,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -54,6 +55,7 @@ from gpusched.live.pod_moves import bind_pod, evict_pod
 from gpusched.live.pod_writes import clear_nomination, nominate
 from gpusched.live.queues import build_queues
 from gpusched.live.reporting import Reporter
+from gpusched.live.runtimes import CompletionLearner
 from gpusched.live.snapshot import Assumed, Extras, LiveSnapshot, build_snapshot
 from gpusched.live.snapshot_jobs import SnapshotMemo
 from gpusched.live.translate_pod import PodInfo
@@ -78,6 +80,9 @@ class LiveOptions:
     seed: int = 0
     hold_ttl_s: float = 120.0
     watch_timeout_s: int = 300
+    #: Run time of jobs with neither an estimate nor a learned mean; ``None``: the core's
+    #: hour. A replay at ``speed`` sets ``3600 / speed`` (docs/live.md).
+    default_runtime_s: float | None = None
 
 
 @dataclass(slots=True)
@@ -109,7 +114,8 @@ class LiveScheduler:
         self.options = options or LiveOptions()
         self.metrics = metrics or Metrics()
         self._changed = threading.Event()
-        self.caches = LiveCaches(client, self._changed.set)
+        self.caches = LiveCaches(client, self._changed.set, self.options.scheduler_name)
+        self.learner = CompletionLearner()  # mean run times of completed jobs (live.runtimes)
         self._holds: dict[str, tuple[Hold, float]] = {}
         self._refused: set[JobId] = set()
         self._dra: DraView | None = None
@@ -264,7 +270,19 @@ class LiveScheduler:
             and self.caches.native_groups.served,
             holds=self._live_holds(pods),
             dra=dra,
+            runtime_stats=self._learn(pods),
+            default_runtime_s=self.options.default_runtime_s,
         )
+
+    def _learn(self, pods: dict[str, PodInfo]) -> Mapping[tuple[str, str], float]:
+        """Count the jobs completed since the last cycle; the mean run times now."""
+        active = ((p.group_key or p.key, p.uid) for p in pods.values())
+        learned = self.learner.learn(
+            self.caches.finished.items().values(), active, time.monotonic()
+        )
+        if learned:
+            self.metrics.runtimes_learned.inc(learned)
+        return self.learner.means.means()
 
     def _live_holds(self, pods: dict[str, PodInfo]) -> dict[str, Hold]:
         """Holds still wanted: forget those bound, gone or re-created; expire old ones (and

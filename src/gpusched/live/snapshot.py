@@ -15,7 +15,10 @@ Pure and deterministic (sorted by name), so it is unit-tested without a cluster.
    any other pod is a job of one. Jobs are ordered by their oldest pod's creation time;
 4. pods that cannot be scheduled as written (a bad annotation, a missing PodGroup, a
    ``minMember`` larger than the pods that exist) are not given to the core: they come back in
-   ``problems`` with a message saying what to fix, and stay pending.
+   ``problems`` with a message saying what to fix, and stay pending;
+5. each job carries its pods' user and kind and its run-time estimate
+   (:func:`~gpusched.live.snapshot_jobs.job_estimate`), and the snapshot the mean run times
+   learned from completed jobs (``Extras.runtime_stats``, :mod:`.runtimes`).
 
 Our fully bound jobs are passed as ``running`` (the batch actions need them for quota, backfill
 and preemption), started at their pods' earliest ``status.startTime``; a job with a pod being
@@ -28,13 +31,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from gpusched.framework import ClusterState, RunningJob, Snapshot
+from gpusched.framework import DEFAULT_RUNTIME_S, ClusterState, RunningJob, Snapshot
 from gpusched.live.admission import Admission
 from gpusched.live.dra import DraView, PodClaims
 from gpusched.live.holds import Hold, apply_holds
 from gpusched.live.snapshot_charge import charge_bound
 from gpusched.live.snapshot_dra import charge_claim_placeholders, dra_nodes, with_claims
-from gpusched.live.snapshot_jobs import SnapshotMemo, build_job, gang_size, job_id_of
+from gpusched.live.snapshot_jobs import (
+    SnapshotMemo,
+    build_job,
+    gang_size,
+    gang_user_problem,
+    job_estimate,
+    job_id_of,
+)
 from gpusched.live.translate_pod import PodInfo
 from gpusched.live.translate_podgroup import PodGroupInfo
 from gpusched.model import Job, JobId, Node, Task, TaskId
@@ -57,13 +67,17 @@ class Assumed:
 @dataclass(slots=True)
 class Extras:
     """Inputs beyond nodes, pods and PodGroups, each optional: queues and priority classes,
-    native PodGroups (by ``namespace/name``), holds for preemptors (by pod key) and DRA."""
+    native PodGroups (by ``namespace/name``), holds for preemptors (by pod key), DRA, the
+    mean run times learned per ``(user, kind)`` and the default run time of jobs with neither
+    an estimate nor a mean (``None``: the core's hour, ``Snapshot.default_runtime``)."""
 
     admission: Admission = field(default_factory=Admission)
     native_groups: Mapping[str, PodGroupInfo] = field(default_factory=dict)
     native_served: bool = False
     holds: Mapping[str, Hold] = field(default_factory=dict)
     dra: DraView | None = None
+    runtime_stats: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    default_runtime_s: float | None = None
 
 
 @dataclass(slots=True)
@@ -165,6 +179,10 @@ def build_snapshot(
         seed=seed,
         running=running,
         queues=queues.tree if queues is not None else None,
+        runtime_stats=extras.runtime_stats,
+        default_runtime=(
+            DEFAULT_RUNTIME_S if extras.default_runtime_s is None else extras.default_runtime_s
+        ),
     )
     return out
 
@@ -243,10 +261,12 @@ def _one_job(
     group = _group_of(first, ctx.groups, ctx.extras)
     served = ctx.extras.native_served if first.native_group else ctx.groups_served
     min_available, problem = gang_size(first, len(pods), group, served)
+    if group is not None:
+        problem = problem or group.problem
     if problem and group is not None:
         out.group_problems[group.key] = (group, problem)
     meta = ctx.extras.admission.job(pods, group)
-    problem = problem or meta.problem
+    problem = problem or meta.problem or gang_user_problem(pods)
     bad = [p for p in waiting if p.problem]
     if bad:
         problem = "; ".join(f"pod {p.name}: {p.problem}" for p in bad)
@@ -254,7 +274,10 @@ def _one_job(
         for p in waiting:
             out.problems[p.key] = (p, problem)
         return None, waiting
-    ordered, job = build_job(job_id, pods, min_available, ctx.bound_ids, ctx.memo, meta=meta)
+    estimate = job_estimate(pods, group)
+    ordered, job = build_job(
+        job_id, pods, min_available, ctx.bound_ids, ctx.memo, meta=meta, estimate=estimate
+    )
     out.job_pods[job_id] = ordered
     for p in waiting:
         out.pods[TaskId(p.key)] = p

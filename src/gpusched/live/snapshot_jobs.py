@@ -3,21 +3,33 @@
 :func:`~gpusched.live.snapshot.build_snapshot` groups a cycle's pods by job; this module says
 what each pod asks for (:func:`task_shape`), which job it belongs to (:func:`job_id_of`: its
 PodGroup ``NAMESPACE/G``, else the pod itself), how many members its gang needs or why it cannot
-be scheduled as written (:func:`gang_size`), and builds the :class:`Job` (:func:`build_job`).
+be scheduled as written (:func:`gang_size`), its user, kind and run-time estimate
+(:func:`gang_user_problem`, :func:`job_estimate`), and builds the :class:`Job`
+(:func:`build_job`).
 :class:`SnapshotMemo` keeps the Tasks and one-pod Jobs built in earlier cycles, since with
 thousands of pods building them is most of a snapshot's cost.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gpusched.live.admission import JobMeta
+from gpusched.live.estimates import KIND_LABEL, USER_LABEL
 from gpusched.live.translate_pod import PodInfo
 from gpusched.live.translate_podgroup import PodGroupInfo
 from gpusched.model import Job, JobId, QueueName, Task, TaskId, TaskShape
 
-__all__ = ["SnapshotMemo", "build_job", "gang_size", "job_id_of", "task_shape"]
+__all__ = [
+    "SnapshotMemo",
+    "build_job",
+    "gang_size",
+    "gang_user_problem",
+    "job_estimate",
+    "job_id_of",
+    "task_shape",
+]
 
 
 @dataclass(slots=True)
@@ -30,7 +42,7 @@ class SnapshotMemo:
     """
 
     tasks: dict[str, tuple[PodInfo, Task]] = field(default_factory=dict)
-    jobs: dict[str, tuple[PodInfo, JobMeta, Job]] = field(default_factory=dict)
+    jobs: dict[str, tuple[PodInfo, JobMeta, float | None, Job]] = field(default_factory=dict)
 
     def task(self, pod: PodInfo) -> Task:
         hit = self.tasks.get(pod.key)
@@ -40,11 +52,11 @@ class SnapshotMemo:
         self.tasks[pod.key] = (pod, task)
         return task
 
-    def single_job(self, pod: PodInfo, meta: JobMeta) -> Job:
+    def single_job(self, pod: PodInfo, meta: JobMeta, estimate: float | None) -> Job:
         """The job of a pod outside any gang (its only task is the pod)."""
         hit = self.jobs.get(pod.key)
-        if hit is not None and hit[0] is pod and hit[1] == meta:
-            return hit[2]
+        if hit is not None and hit[0] is pod and hit[1] == meta and hit[2] == estimate:
+            return hit[3]
         job = Job(
             id=job_id_of(pod),
             tasks=(self.task(pod),),
@@ -53,8 +65,11 @@ class SnapshotMemo:
             priority=meta.priority,
             submit_time=pod.created,
             preempts=meta.preempts,
+            kind=pod.kind,
+            runtime_estimate=estimate,
+            user=pod.user,
         )
-        self.jobs[pod.key] = (pod, meta, job)
+        self.jobs[pod.key] = (pod, meta, estimate, job)
         return job
 
     def keep_only(self, keys: set[str]) -> None:
@@ -115,6 +130,31 @@ def gang_size(
     return group.min_member, ""
 
 
+def gang_user_problem(pods: Sequence[PodInfo]) -> str:
+    """Why a gang's pods cannot be one job for the learned run times: they name different
+    users or kinds (``""`` when they agree). Its run time is learned under one key, so every
+    pod of a gang must say the same, as every pod must name the same queue."""
+    named = sorted({(p.user, p.kind.value) for p in pods})
+    if len(named) < 2:
+        return ""
+    listed = ", ".join(f"{user}/{kind}" for user, kind in named)
+    return (
+        f"the gang's pods name different users or kinds ({listed}; labels {USER_LABEL}, "
+        f"default the namespace, and {KIND_LABEL}, default batch); give every pod of a gang "
+        "the same"
+    )
+
+
+def job_estimate(pods: Sequence[PodInfo], group: PodGroupInfo | None) -> float | None:
+    """The ``runtime_estimate`` the job gets: its PodGroup's annotation, else the largest of
+    its pods' (a gang runs until its last pod ends), else ``None`` (the core then takes the
+    mean learned for its user and kind, else the snapshot's default run time)."""
+    if group is not None and group.runtime_estimate is not None:
+        return group.runtime_estimate
+    given = [p.runtime_estimate for p in pods if p.runtime_estimate is not None]
+    return max(given) if given else None
+
+
 def build_job(
     job_id: JobId,
     pods: list[PodInfo],
@@ -123,10 +163,12 @@ def build_job(
     memo: SnapshotMemo,
     *,
     meta: JobMeta,
+    estimate: float | None = None,
 ) -> tuple[list[PodInfo], Job]:
-    """The job of ``pods`` (bound members first) and the pods in task order."""
+    """The job of ``pods`` (bound members first) and the pods in task order; its user and
+    kind are its pods' (:func:`gang_user_problem` checked that they agree)."""
     if not pods[0].group:
-        return pods, memo.single_job(pods[0], meta)
+        return pods, memo.single_job(pods[0], meta, estimate)
     ordered = sorted(pods, key=lambda p: (TaskId(p.key) not in bound_ids, p.name))
     job = Job(
         id=job_id,
@@ -136,5 +178,8 @@ def build_job(
         priority=meta.priority,
         submit_time=min(p.created for p in pods),
         preempts=meta.preempts,
+        kind=pods[0].kind,
+        runtime_estimate=estimate,
+        user=pods[0].user,
     )
     return ordered, job

@@ -14,6 +14,9 @@ Annotations users write (docs/live.md):
 ``gpusched.dev/gpu-milli: "500"``
     a fractional GPU: this share (1..999 thousandths) of one GPU; the pod requests no
     ``nvidia.com/gpu`` (the device plugin only hands out whole GPUs).
+``gpusched.dev/runtime-estimate: "90m"``
+    the expected run time, with the labels ``gpusched.dev/user`` and ``gpusched.dev/kind``
+    (:mod:`gpusched.live.estimates`).
 
 Annotations gpusched writes when it binds (through the Binding, in the same write):
 
@@ -38,6 +41,7 @@ from decimal import Decimal
 from typing import Any
 
 from gpusched.errors import ConfigError
+from gpusched.live.estimates import job_fields
 from gpusched.live.translate import (
     GPU_MILLI_ANNOTATION,
     GPU_RESOURCE,
@@ -51,7 +55,7 @@ from gpusched.live.translate import (
     to_mib,
     to_milli,
 )
-from gpusched.model import Constraints, Effect, Expression, Operator, Toleration
+from gpusched.model import Constraints, Effect, Expression, JobKind, Operator, Toleration
 from gpusched.model.mig import MigSlice, compute_slices_of, parse_placement
 from gpusched.model.resources import MILLI_PER_GPU
 
@@ -84,6 +88,9 @@ class PodInfo:
         mig_profile: the MIG profile of its ``nvidia.com/mig-<profile>`` request, ``""`` for
             none; ``mig_count`` instances of it (``num_gpu`` is then 0).
         mig: MIG instances gpusched recorded at bind time (``None`` when not recorded).
+        user: whose job it is (label ``gpusched.dev/user``, else the namespace).
+        kind: what the job is for (label ``gpusched.dev/kind``, else ``batch``).
+        runtime_estimate: seconds from annotation ``gpusched.dev/runtime-estimate``, if any.
     """
 
     namespace: str
@@ -117,6 +124,9 @@ class PodInfo:
     mig_profile: str = ""
     mig_count: int = 0
     mig: tuple[MigSlice, ...] | None = None
+    user: str = ""
+    kind: JobKind = JobKind.BATCH
+    runtime_estimate: float | None = None
 
     @property
     def key(self) -> str:
@@ -301,6 +311,8 @@ def pod_from_k8s(obj: Mapping[str, Any]) -> PodInfo:
     claims, claim_problem = _claims(spec, status)
     if claim_problem:
         problems.append(claim_problem)
+    run = job_fields(labels, annotations, meta.get("namespace", ""))
+    problems.extend(run.problems)
     policy = spec.get("preemptionPolicy")
     return PodInfo(
         namespace=meta.get("namespace", ""),
@@ -334,6 +346,9 @@ def pod_from_k8s(obj: Mapping[str, Any]) -> PodInfo:
         mig_profile=mig_profile,
         mig_count=mig_count,
         mig=parse_mig_slices(annotations.get(MIG_ANNOTATION)),
+        user=run.user,
+        kind=run.kind,
+        runtime_estimate=run.estimate,
     )
 
 
