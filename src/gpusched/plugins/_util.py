@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
 import numpy as np
 from numpy.typing import NDArray
 
 from gpusched.framework import ClusterState
 from gpusched.model import MILLI_PER_GPU
 
-__all__ = ["Norms", "gpu_idle", "tightest_gpus"]
+__all__ = ["LayoutCaches", "Norms", "gpu_idle", "tightest_gpus"]
+
+_T = TypeVar("_T")
 
 
 def gpu_idle(state: ClusterState) -> NDArray[np.int64]:
@@ -49,3 +54,31 @@ class Norms:
             self.cpu = float(max(int(state.cpu_cap.max(initial=0)), 1))
             self.gpu = float(max(int(state.gpu_cap.sum(axis=1).max(initial=0)), 1))
         return self
+
+
+class LayoutCaches(Generic[_T]):
+    """A plugin's caches per cluster layout: the node list (``cpu_cap``) and version clock a
+    state shares with its copies, held (not their ids: a new state's arrays may reuse a freed
+    one's id, and its clock restarts the stamps). The last ``kept`` layouts keep theirs, most
+    recent first: a cycle goes back and forth between its cluster and the same nodes empty
+    ("could this gang ever fit?"), and with one layout's caches kept each return rebuilt
+    them (a third of FGD's time in the cold 5,000-node cycle)."""
+
+    __slots__ = ("_entries", "kept")
+
+    def __init__(self, kept: int = 4) -> None:
+        self.kept = kept
+        self._entries: list[tuple[object, object, _T]] = []
+
+    def get(self, state: ClusterState, make: Callable[[], _T]) -> _T:
+        """``state``'s layout's caches (``make()`` for a layout not kept)."""
+        entries = self._entries
+        for i, (cap, clock, caches) in enumerate(entries):
+            if cap is state.cpu_cap and clock is state.clock:
+                if i:
+                    entries.insert(0, entries.pop(i))
+                return caches
+        made = make()
+        del entries[self.kept - 1 :]
+        entries.insert(0, (state.cpu_cap, state.clock, made))
+        return made

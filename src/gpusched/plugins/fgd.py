@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from bisect import insort
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,7 @@ from numpy.typing import NDArray
 from gpusched.errors import ConfigError
 from gpusched.framework import BoolArray, ClusterState, CycleContext, FloatArray, PluginContext
 from gpusched.model import Task, TaskShape
-from gpusched.plugins._util import tightest_gpus
+from gpusched.plugins._util import LayoutCaches, tightest_gpus
 from gpusched.plugins.fragmentation import DEDUP_AT, Fragmentation, StateKey, TargetWorkload
 
 __all__ = ["Fgd"]
@@ -59,6 +60,18 @@ class _ShapeCache:
         self.stamp = np.full(n, -1, dtype=np.int64)
 
 
+@dataclass(slots=True, eq=False)
+class _Caches:
+    """One layout's caches (:class:`~gpusched.plugins._util.LayoutCaches`): the
+    fragmentation measure for its GPU models, ``F`` per node with the stamp it was computed
+    at, and the per-shape score caches."""
+
+    frag: Fragmentation
+    f: NDArray[np.float64]
+    f_stamp: NDArray[np.int64]
+    shapes: dict[_ShapeKey, _ShapeCache]
+
+
 class Fgd:
     """Fragmentation gradient descent score and GPU picker (see module docstring)."""
 
@@ -66,9 +79,9 @@ class Fgd:
 
     def __init__(self, target: TargetWorkload) -> None:
         self.target = target
-        # The node list and version clock the caches are for, held (not their ids: a new
-        # state's arrays may reuse a freed one's id, and its clock restarts the stamps).
-        self._layout: tuple[object, object] | None = None
+        # The caches of the layouts scored lately; the current one's are the attributes below.
+        self._layouts: LayoutCaches[_Caches] = LayoutCaches()
+        self._bound: tuple[object, object] | None = None  # the layout of the attributes below
         self._frag = Fragmentation(target, ())
         self._f = np.zeros(0)
         self._f_stamp = np.zeros(0, dtype=np.int64)
@@ -88,14 +101,19 @@ class Fgd:
     # -- caches ----------------------------------------------------------------------------
 
     def _bind_layout(self, state: ClusterState) -> None:
-        layout = self._layout
-        if layout is not None and layout[0] is state.cpu_cap and layout[1] is state.clock:
+        """Use the caches of ``state``'s layout (:class:`~gpusched.plugins._util.LayoutCaches`)."""
+        bound = self._bound
+        if bound is not None and bound[0] is state.cpu_cap and bound[1] is state.clock:
             return
-        self._layout = (state.cpu_cap, state.clock)
-        self._frag = Fragmentation(self.target, state.models)
-        self._f = np.zeros(state.size)
-        self._f_stamp = np.full(state.size, -1, dtype=np.int64)
-        self._shapes = {}
+
+        def make() -> _Caches:
+            frag = Fragmentation(self.target, state.models)
+            return _Caches(frag, np.zeros(state.size), np.full(state.size, -1, np.int64), {})
+
+        caches = self._layouts.get(state, make)
+        self._frag, self._f, self._f_stamp = caches.frag, caches.f, caches.f_stamp
+        self._shapes = caches.shapes
+        self._bound = (state.cpu_cap, state.clock)
 
     # -- score -----------------------------------------------------------------------------
 

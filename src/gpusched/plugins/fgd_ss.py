@@ -59,6 +59,7 @@ with ``closed_below = 1000`` is FGD exactly.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -67,7 +68,7 @@ from numpy.typing import NDArray
 from gpusched.errors import ConfigError
 from gpusched.framework import BoolArray, ClusterState, CycleContext, FloatArray, PluginContext
 from gpusched.model import MILLI_PER_GPU, GpuModel, Task, TaskId
-from gpusched.plugins._util import tightest_gpus
+from gpusched.plugins._util import LayoutCaches, tightest_gpus
 from gpusched.plugins.fragmentation import TargetWorkload
 
 __all__ = ["CapacityFragmentation", "FgdSs"]
@@ -155,6 +156,17 @@ class _ShapeCache:
         self.stamp = np.full(n, -1, dtype=np.int64)
 
 
+@dataclass(slots=True, eq=False)
+class _Caches:
+    """One layout's caches (:class:`~gpusched.plugins._util.LayoutCaches`)."""
+
+    frag: CapacityFragmentation
+    cpu_per_gpu: NDArray[np.int64]
+    f: NDArray[np.float64]
+    f_stamp: NDArray[np.int64]
+    shapes: dict[_ShapeKey, _ShapeCache]
+
+
 class FgdSs:
     """FGD on capacity-aware fragmentation, sum-of-squares gap pairing for sharing tasks."""
 
@@ -178,9 +190,9 @@ class FgdSs:
         self.alpha = alpha
         self.closed_below = closed_below
         self.cpu_share_cap = cpu_share_cap
-        # The node list and version clock the caches are for, held (not their ids: a new
-        # state's arrays may reuse a freed one's id, and its clock restarts the stamps).
-        self._layout: tuple[object, object] | None = None
+        # The caches of the layouts scored lately; the current one's are the attributes below.
+        self._layouts: LayoutCaches[_Caches] = LayoutCaches()
+        self._layout: tuple[object, object] | None = None  # the layout of the attributes
         self._frag = CapacityFragmentation(target, (), alpha)
         self._cpu_per_gpu = np.zeros(0, dtype=np.int64)
         self._f = np.zeros(0)
@@ -212,15 +224,24 @@ class FgdSs:
         layout = self._layout
         if layout is not None and layout[0] is state.cpu_cap and layout[1] is state.clock:
             return
+
+        def make() -> _Caches:
+            if self.cpu_share_cap:
+                per_gpu = state.cpu_cap // np.maximum(state.gpu_count, 1)
+            else:
+                per_gpu = np.full(state.size, _NO_CAP, dtype=np.int64)
+            return _Caches(
+                CapacityFragmentation(self.target, state.models, self.alpha),
+                per_gpu,
+                np.zeros(state.size),
+                np.full(state.size, -1, dtype=np.int64),
+                {},
+            )
+
+        caches = self._layouts.get(state, make)
         self._layout = (state.cpu_cap, state.clock)
-        self._frag = CapacityFragmentation(self.target, state.models, self.alpha)
-        if self.cpu_share_cap:
-            self._cpu_per_gpu = state.cpu_cap // np.maximum(state.gpu_count, 1)
-        else:
-            self._cpu_per_gpu = np.full(state.size, _NO_CAP, dtype=np.int64)
-        self._f = np.zeros(state.size)
-        self._f_stamp = np.full(state.size, -1, dtype=np.int64)
-        self._shapes = {}
+        self._frag, self._cpu_per_gpu = caches.frag, caches.cpu_per_gpu
+        self._f, self._f_stamp, self._shapes = caches.f, caches.f_stamp, caches.shapes
         self._choice = None
 
     def _before(self, state: ClusterState, idx: NDArray[np.intp]) -> FloatArray:

@@ -51,6 +51,7 @@ from numpy.typing import NDArray
 from gpusched.framework import BoolArray, ClusterState, CycleContext, FloatArray
 from gpusched.model import MILLI_PER_GPU, Task
 from gpusched.model.topology import LinkClass, NodeTopology, SetKey
+from gpusched.plugins._util import LayoutCaches
 from gpusched.plugins.topology_aware import TABLE_MAX_GPUS, connectivity_tables
 
 __all__ = ["NEUTRAL_SCORE", "TopologyScore", "score_table"]
@@ -61,6 +62,9 @@ _QMAX = 7
 _LMAX = 49
 _GMAX = TABLE_MAX_GPUS
 _DENOM = _QMAX * (_GMAX + 1) * (_LMAX + 1) + _GMAX * (_LMAX + 1) + _LMAX
+
+#: A shape's scores per node and the stamps they were computed at.
+_Scores = tuple[FloatArray, NDArray[np.int64]]
 
 
 def _min_span(topology: NodeTopology) -> list[int]:
@@ -165,11 +169,12 @@ class TopologyScore:
     maturity = "experimental: unit tests, scenario, simulated benchmark (docs/topology.md)"
 
     def __init__(self) -> None:
-        self._cache: dict[tuple[int, int], tuple[FloatArray, NDArray[np.int64]]] = {}
+        self._cache: dict[tuple[int, int], _Scores] = {}
         self._layout: _Layout | None = None
         # The node list and version clock the cache is for, held (not their ids: a new
         # state's arrays may reuse a freed one's id, and its clock restarts the stamps).
         self._owner: tuple[object, object] | None = None
+        self._kept: LayoutCaches[tuple[_Layout, dict[tuple[int, int], _Scores]]] = LayoutCaches()
 
     def _bind(self, state: ClusterState) -> _Layout:
         owner = self._owner
@@ -179,13 +184,16 @@ class TopologyScore:
             or owner[0] is not state.cpu_cap
             or owner[1] is not state.clock
         ):
-            cached = state.layout_cache.get("gpu-topology")
-            if not isinstance(cached, _Layout):
-                cached = _Layout(state)
-                state.layout_cache["gpu-topology"] = cached
-            self._layout = cached
+
+            def make() -> tuple[_Layout, dict[tuple[int, int], _Scores]]:
+                cached = state.layout_cache.get("gpu-topology")
+                if not isinstance(cached, _Layout):
+                    cached = _Layout(state)
+                    state.layout_cache["gpu-topology"] = cached
+                return cached, {}
+
+            self._layout, self._cache = self._kept.get(state, make)
             self._owner = (state.cpu_cap, state.clock)
-            self._cache = {}
         return self._layout
 
     def score(
