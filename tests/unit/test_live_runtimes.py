@@ -105,7 +105,7 @@ def test_memory_follows_the_finished_pods_in_the_cache() -> None:
     learner = CompletionLearner()
     learner.learn([done(f"p{i}", 60.0) for i in range(100)], [], now=0.0)
     learner.learn([done("p100", 60.0)], [], now=1.0)  # the others were deleted
-    assert learner._counted == {"uid-p100"}
+    assert learner.remembered == 1
     assert learner.means.count("alice", "batch") == 101
 
 

@@ -118,6 +118,11 @@ class CompletionLearner:
     _counted: set[str] = field(default_factory=set)
     _seen_at: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def remembered(self) -> int:
+        """How many finished pods' uids are kept as counted (those still in the cache)."""
+        return len(self._counted)
+
     def learn(
         self, finished: Iterable[Finished], active: Iterable[tuple[str, str]], now: float
     ) -> int:
