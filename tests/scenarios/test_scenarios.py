@@ -27,6 +27,7 @@ what must happen; this module runs them all (one test per file, named by the fil
     usage_history: {team-a: {gpu: 4000}}
     reserved: {big: 500}       # held a reservation last cycle, since then
     evicted_by: {hi: [lo]}     # hi was evicted for lo before (it never evicts lo in return)
+    evicted: {hi: 3}           # times pending jobs were evicted before (disruption budget)
     simulate: false            # true: run the simulator over `pending` (submit, duration)
     expect:
       binds: {hi: {nodes: [a], gpus: {a: [0, 1, 2, 3]}, tasks: 1}}   # exactly these jobs bind
@@ -267,6 +268,7 @@ class Scenario(_Strict):
     usage_history: dict[str, dict[str, float]] = Field(default_factory=dict)
     reserved: dict[str, float] = Field(default_factory=dict)
     evicted_by: dict[str, list[str]] = Field(default_factory=dict)
+    evicted: dict[str, int] = Field(default_factory=dict)
     expect: Expect
 
     @model_validator(mode="after")
@@ -336,7 +338,10 @@ class Loaded:
             queues=self.config.queues,
             usage_history={QueueName(q): dict(u) for q, u in self.spec.usage_history.items()},
             runtime_stats={(s.user, s.kind): s.mean for s in self.spec.runtime_stats},
-            evictions={job.id: entry.evictions for entry, job in self.running},
+            evictions={
+                **{job.id: entry.evictions for entry, job in self.running},
+                **{JobId(j): n for j, n in self.spec.evicted.items()},
+            },
             reserved={JobId(j): since for j, since in self.spec.reserved.items()},
             evicted_by={
                 JobId(j): frozenset(JobId(x) for x in by) for j, by in self.spec.evicted_by.items()

@@ -66,6 +66,16 @@
   reservations on every seed, at about the same average wait; not so at an offered load of
   0.6 (longer on 3 of 5 seeds; docs/benchmarks.md §4). That is the built-in ``gpusched``.
 
+  *Disruption budget kept* (opt-in, ``guarantee_after_evictions``; off by default): a job
+  evicted that many times (the reclaim and preempt actions' ``max_evictions``, 3, is the
+  natural value) starts again only within its queue's guarantee, unless its request could
+  never fit there (then it borrows as before). Borrowed quota is what reclaim takes back, and
+  reclaim is the one action that may evict a job past its budget (its last resort), so a job
+  that has spent its budget then runs to completion instead of being placed on borrowed GPUs
+  and reclaimed again (a 64-GPU gang was evicted five times on one load-0.6 run). Measured
+  (fifteenth session, docs/benchmarks.md §4): shorter average and p95 waits, the largest jobs'
+  longest wait mixed; off by default.
+
   *Starvation guard* (opt-in, ``guard_after_s``; off by default): the first blocked job, once
   it has waited longer than ``guard_after_s`` since submission, evicts the work on its
   reservation's nodes that started after it was submitted (preemptible, its priority or
@@ -83,7 +93,7 @@ Jobs whose status is ``Unresolvable`` could not fit even on an empty cluster.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from gpusched.actions.make_room import evict_for, place_now
 from gpusched.actions.starvation import evict_for_starving
@@ -137,10 +147,12 @@ class Backfill:
     def __init__(
         self,
         reservations: int = 1,
+        *,
         starve_after_s: float | None = None,
         evict_overdue: bool = True,
         guard_after_s: float | None = None,
         limit_holds: bool = False,
+        guarantee_after_evictions: int | None = None,
     ) -> None:
         if reservations < 0:
             raise ValueError(f"reservations must be >= 0, got {reservations}")
@@ -153,20 +165,34 @@ class Backfill:
             raise ValueError(f"guard_after_s must be >= 0 seconds, got {guard_after_s}")
         self.guard_after_s = guard_after_s
         self.limit_holds = limit_holds
+        if guarantee_after_evictions is not None and guarantee_after_evictions < 1:
+            raise ValueError(
+                f"guarantee_after_evictions must be >= 1, got {guarantee_after_evictions}"
+            )
+        self.guarantee_after_evictions = guarantee_after_evictions
 
-    def execute(self, session: Session) -> None:
+    def _order(self, session: Session) -> list[Job]:
+        """The jobs to consider, in order: the queue order, last cycle's reservation holders
+        moved up (*sticky reservations*), then the jobs pending over ``starve_after_s`` ahead
+        of all, oldest first (*aging*)."""
         order = [j for j in session.pending_jobs() if j.id not in session.running]
-        now = session.snapshot.now
-        aging = self.starve_after_s
+        now, aging = session.snapshot.now, self.starve_after_s
         starving = sorted(
             (j for j in order if aging is not None and now - j.submit_time > aging),
             key=lambda j: j.submit_time,
         )
         if self.reservations and session.snapshot.reserved:
             order = _holders_first(order, session.snapshot.reserved)
-        if starving:  # aging (module docstring): the longest-waiting jobs go first
+        if starving:
             first = {j.id for j in starving}
             order = [*starving, *(j for j in order if j.id not in first)]
+        return order
+
+    def execute(self, session: Session) -> None:
+        order = self._order(session)
+        now = session.snapshot.now
+        aging = self.starve_after_s
+        session.unborrowing = _unborrowing(session, order, self.guarantee_after_evictions)
         overdue = _overdue(session) if self.evict_overdue and self.reservations else []
         laid: list[Laid] = []  # this cycle's reservations, for the next ones to lay out after
         for rank, job in enumerate(order):
@@ -248,6 +274,21 @@ def _hold_nodes(
         if held is None or res.start < held[0]:
             session.blocked_nodes[node] = (res.start, res.job)
     laid.append(Laid(res.job, res.start + session.runtime_estimate(job), nodes))
+
+
+def _unborrowing(session: Session, order: Sequence[Job], after: int | None) -> frozenset[JobId]:
+    """The jobs of ``order`` evicted at least ``after`` times that could start within their
+    queue's guarantee (module docstring, *disruption budget kept*; none for ``None``)."""
+    quota, evictions = session.quota, session.snapshot.evictions
+    if after is None or quota is None or not evictions:
+        return frozenset()
+    return frozenset(
+        j.id
+        for j in order
+        if evictions.get(j.id, 0) >= after
+        and j.queue in quota.tree
+        and quota.within_guarantee_when_idle(j.queue, session.request(j))
+    )
 
 
 def _holders_first(order: list[Job], reserved: Mapping[JobId, float]) -> list[Job]:

@@ -320,6 +320,18 @@ class QuotaBook:
                             return False
         return True
 
+    def within_guarantee_when_idle(self, queue: QueueName, req: Resources) -> bool:
+        """:meth:`within_guarantee` with the queues on ``queue``'s path idle: whether ``req``
+        could ever be admitted without borrowing."""
+        for _, g, names, per_model in self._guarantee_checks(queue):
+            if any(req[x] > g[x] for x in names):
+                return False
+            if per_model and any(
+                req[x] > g[x] for x in req if x not in names and x.startswith(_MODEL)
+            ):
+                return False
+        return True
+
     def admit_until(self, key: object, queue: QueueName, req: Resources, *, lent: bool) -> None:
         """Remember, under ``key``, that ``req`` of ``queue`` is admitted at the current usage
         (no limit broken, and within the guarantees or allowed to borrow, as

@@ -124,6 +124,9 @@ class Session(GangPlacement, QuotaAdmission, Diagnosis):
         # the jobs ahead of it in the order that set it (the hold does not bind them).
         self.quota_hold: QuotaHold | None = None
         self.quota_hold_ahead: frozenset[JobId] = frozenset()
+        # Jobs that may start only within their queue's guarantee (Backfill's
+        # guarantee_after_evictions; session_quota).
+        self.unborrowing: frozenset[JobId] = frozenset()
 
     # -- placing ---------------------------------------------------------------------------
 

@@ -71,6 +71,7 @@ class SessionBase:
         "shrunk",
         "snapshot",
         "state",
+        "unborrowing",
     )
 
     snapshot: Snapshot
@@ -102,6 +103,7 @@ class SessionBase:
     release_rows: ReleaseRows | None
     quota_hold: QuotaHold | None
     quota_hold_ahead: frozenset[JobId]
+    unborrowing: frozenset[JobId]
 
     if TYPE_CHECKING:
         # Session (session.py): placing one task.

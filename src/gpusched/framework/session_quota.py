@@ -149,16 +149,20 @@ class QuotaAdmission(SessionBase):
         # A kept answer stands while the usage has not changed (same version), or, when the
         # queues admitted the key, while nothing has been charged beyond the ceilings that
         # keep it admitted (QuotaBook.admit_until: the answer is monotone in usage).
-        known = self._refusals.get(key)
-        if known is not None and (
-            known[0] == quota.version or (known[1] is None and quota.still_admits(key))
-        ):
-            refused = known[1]
+        if self.unborrowing and job.id in self.unborrowing:
+            # Its own answer (few jobs), not kept under the key that borrowers share.
+            refused = self._refusal(job, req, key, borrow=False)
         else:
-            refused = self._refusal(job, req, key)
-            self._refusals[key] = (quota.version, refused)
-            if refused is None:
-                quota.admit_until(key, job.queue, req, lent=job.preemptible)
+            known = self._refusals.get(key)
+            if known is not None and (
+                known[0] == quota.version or (known[1] is None and quota.still_admits(key))
+            ):
+                refused = known[1]
+            else:
+                refused = self._refusal(job, req, key)
+                self._refusals[key] = (quota.version, refused)
+                if refused is None:
+                    quota.admit_until(key, job.queue, req, lent=job.preemptible)
         # The hold depends on the job (its rank, its expected end), so it is checked for every
         # job, after the kept answer for its key.
         hold = self.quota_hold
@@ -193,9 +197,12 @@ class QuotaAdmission(SessionBase):
                 )
         return refused
 
-    def _refusal(self, job: Job, req: Resources, key: tuple[object, ...]) -> Status | None:
+    def _refusal(
+        self, job: Job, req: Resources, key: tuple[object, ...], *, borrow: bool = True
+    ) -> Status | None:
         """Why the queues refuse ``req`` of ``job`` at the current usage (no quota hold), or
-        ``None``. Whether it could never be admitted depends on the tree and the request alone
+        ``None``; ``borrow=False``: it must fit its guarantees (:attr:`unborrowing`). Whether
+        it could never be admitted depends on the tree and the request alone
         (:meth:`QuotaBook.never_fits`), so that answer is kept for the cycle under ``key``."""
         quota = self.quota
         assert quota is not None
@@ -204,12 +211,23 @@ class QuotaAdmission(SessionBase):
             never = self._never[key] = _never_status(quota, job.queue, req)
         if not never.ok:
             return never
+        if not borrow:
+            return self._quota_problem(
+                job.queue, req, borrow=False, lent=job.preemptible, why=_UNBORROWING
+            )
         return self._quota_problem(job.queue, req, lent=job.preemptible)
 
     def _quota_problem(
-        self, queue: QueueName, req: Resources, *, borrow: bool = True, lent: bool = True
+        self,
+        queue: QueueName,
+        req: Resources,
+        *,
+        borrow: bool = True,
+        lent: bool = True,
+        why: str = "the job was placed by eviction and must stay within its guarantee",
     ) -> Status | None:
-        """Why ``req`` may not be charged to ``queue`` now (limit, or borrowing), or ``None``."""
+        """Why ``req`` may not be charged to ``queue`` now (limit, or borrowing), or ``None``;
+        ``borrow=False``: beyond its guarantee is refused, ``why``."""
         quota = self.quota
         assert quota is not None
         over = quota.over_limit(queue, req)
@@ -218,10 +236,7 @@ class QuotaAdmission(SessionBase):
         if quota.within_guarantee(queue, req):
             return None
         if not borrow:
-            return _borrowing(
-                f"{quota.describe(queue)}; the job was placed by eviction and must stay "
-                "within its guarantee"
-            )
+            return _borrowing(f"{quota.describe(queue)}; {why}")
         if not quota.may_borrow(queue, req, lent=lent):
             what = (
                 "can be borrowed now"
@@ -234,6 +249,12 @@ class QuotaAdmission(SessionBase):
                 f"{max(quota.borrowable(queue, lent=lent), 0) / 1000:g} {what}"
             )
         return None
+
+
+_UNBORROWING = (
+    "the job was evicted as often as its disruption budget allows and starts again only within "
+    "its guarantee (borrowed quota may be reclaimed, and reclaim is what may evict it once more)"
+)
 
 
 def _never_status(quota: QuotaBook, queue: QueueName, req: Resources) -> Status:
