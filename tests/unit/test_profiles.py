@@ -134,6 +134,14 @@ def test_unknown_policy_lists_the_choices() -> None:
             id="unknown-action-arg",
         ),
         pytest.param(
+            {
+                "actions": ["backfill"],
+                "action_args": {"backfill": {"guarantee_after_evictions": 0}},
+            },
+            r"profile 'p', action_args.backfill: guarantee_after_evictions must be >= 1, got 0",
+            id="action-arg-out-of-range",
+        ),
+        pytest.param(
             {"actions": ["allocate"], "action_args": {"allocate": {"x": 1}}},
             r"profile 'p', action_args.allocate.x: unknown argument \(the action takes: none\)",
             id="arg-to-action-without-args",
