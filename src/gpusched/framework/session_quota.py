@@ -211,11 +211,9 @@ class QuotaAdmission(SessionBase):
             never = self._never[key] = _never_status(quota, job.queue, req)
         if not never.ok:
             return never
-        if not borrow:
-            return self._quota_problem(
-                job.queue, req, borrow=False, lent=job.preemptible, why=_UNBORROWING
-            )
-        return self._quota_problem(job.queue, req, lent=job.preemptible)
+        return self._quota_problem(
+            job.queue, req, borrow=borrow, lent=job.preemptible, why=_UNBORROWING
+        )
 
     def _quota_problem(
         self,

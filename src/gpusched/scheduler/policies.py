@@ -192,7 +192,7 @@ DEFAULT_COMPARISON = ("kube-default", "fifo-gang", BEST_POLICY)
 #: completed pods per user and kind; on the replay test's workload live starts were then at
 #: most 4.3-4.6 s of trace later than the simulation's (216-217 s without the learned
 #: means, which is why ``gpusched-easy`` was the live default until then; docs/live.md).
-LIVE_POLICY = "gpusched"
+LIVE_POLICY = BEST_POLICY
 
 
 def policy_spec(name: str) -> ProfileSpec:
