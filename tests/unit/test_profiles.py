@@ -142,6 +142,15 @@ def test_unknown_policy_lists_the_choices() -> None:
             id="action-arg-out-of-range",
         ),
         pytest.param(
+            {
+                "actions": ["backfill"],
+                "action_args": {"backfill": {"limit_guard_after_s": -1}},
+            },
+            r"profile 'p', action_args.backfill: limit_guard_after_s must be >= 0 seconds, "
+            r"got -1",
+            id="limit-guard-out-of-range",
+        ),
+        pytest.param(
             {"actions": ["allocate"], "action_args": {"allocate": {"x": 1}}},
             r"profile 'p', action_args.allocate.x: unknown argument \(the action takes: none\)",
             id="arg-to-action-without-args",

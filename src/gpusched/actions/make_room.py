@@ -2,7 +2,8 @@
 overdue rules and of the starvation guard (:mod:`gpusched.actions.allocate`,
 :mod:`gpusched.actions.starvation`).
 
-Each of them picks its victims by its own rule and checks with one trial placement
+Each of them picks its victims by its own rule (those that make room under a queue limit
+with :func:`admitting_without`) and checks with one trial placement
 (:func:`~gpusched.framework.timeline.fits_after`) that the job fits once they are gone; then
 the victims with a task on the nodes the job would use are evicted (the others are left
 running) and the job is placed.
@@ -10,18 +11,42 @@ running) and the job is placed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from gpusched.framework import RunningJob, Session
 from gpusched.framework.allocation import AllocationMap
-from gpusched.model import Job
+from gpusched.model import Job, Resources
 
-__all__ = ["evict_for", "on_nodes", "place_now"]
+__all__ = ["admitting_without", "evict_for", "on_nodes", "place_now"]
 
 
 def on_nodes(run: RunningJob, nodes: set[int], allocations: AllocationMap) -> bool:
     """Whether ``run`` has a task on one of ``nodes`` (node indices)."""
     return any((a := allocations.get(t.id)) is not None and a.node in nodes for t in run.job.tasks)
+
+
+def admitting_without(
+    session: Session, job: Job, runs: Sequence[RunningJob]
+) -> list[RunningJob] | None:
+    """The shortest prefix of ``runs`` whose end would let the queues admit ``job``, or
+    ``None`` if not even all of them would: a trial, their charges refunded in turn and then
+    charged back, so the queues are left as they were."""
+    quota = session.quota
+    assert quota is not None
+    chosen: list[RunningJob] = []
+    charges: list[Resources] = []
+    admitted = False
+    for run in runs:
+        charge = session.charge_of(run.job)
+        quota.refund(run.job.queue, charge)
+        chosen.append(run)
+        charges.append(charge)
+        if session.quota_refusal(job) is None:
+            admitted = True
+            break
+    for run, charge in zip(chosen, charges, strict=True):
+        quota.charge(run.job.queue, charge)
+    return chosen if admitted else None
 
 
 def evict_for(
