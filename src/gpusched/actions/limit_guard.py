@@ -29,7 +29,13 @@ that outranks it) -- for the queue limit, the bound the starvation guard
 
 from __future__ import annotations
 
-from gpusched.actions.make_room import admitting_without, evict_for, on_nodes, place_now
+from gpusched.actions.make_room import (
+    admitting_without,
+    evict_for,
+    newer_evictable,
+    on_nodes,
+    place_now,
+)
 from gpusched.framework import RunningJob, Session
 from gpusched.framework.timeline import fits_after
 from gpusched.model import Job, QueueName
@@ -79,22 +85,10 @@ def evict_for_limit(session: Session, job: Job, tried: set[QueueName]) -> bool:
 def _candidates(session: Session, job: Job, limiting: QueueName) -> list[RunningJob]:
     """``victims(job)`` under ``limiting``'s limit, most recently started first (module
     docstring)."""
-    quota = session.quota
-    assert quota is not None
-    evictors = session.snapshot.evicted_by.get(job.id, frozenset())
-    placed = session.snapshot.running
-    return sorted(
-        (
-            r
-            for r in session.running.values()
-            if r.start > job.submit_time
-            and r.job.preemptible
-            and r.job.priority <= job.priority
-            and r.evictions == 0
-            and r.job.id not in evictors
-            and r.job.id in placed
-            and r.job.queue in quota.tree
-            and limiting in quota.tree.path(r.job.queue)
-        ),
-        key=lambda r: -r.start,
-    )
+    tree = session.quota.tree if session.quota is not None else None
+    assert tree is not None
+    return [
+        r
+        for r in newer_evictable(session, job)
+        if r.job.queue in tree and limiting in tree.path(r.job.queue)
+    ]

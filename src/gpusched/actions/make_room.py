@@ -17,12 +17,35 @@ from gpusched.framework import RunningJob, Session
 from gpusched.framework.allocation import AllocationMap
 from gpusched.model import Job, Resources
 
-__all__ = ["admitting_without", "evict_for", "on_nodes", "place_now"]
+__all__ = ["admitting_without", "evict_for", "newer_evictable", "on_nodes", "place_now"]
 
 
 def on_nodes(run: RunningJob, nodes: set[int], allocations: AllocationMap) -> bool:
     """Whether ``run`` has a task on one of ``nodes`` (node indices)."""
     return any((a := allocations.get(t.id)) is not None and a.node in nodes for t in run.job.tasks)
+
+
+def newer_evictable(session: Session, job: Job) -> list[RunningJob]:
+    """What a guard may evict for ``job`` (:mod:`gpusched.actions.starvation`,
+    :mod:`gpusched.actions.limit_guard`): running jobs placed before this cycle that started
+    after ``job`` was submitted, preemptible, of its priority or lower, never evicted before
+    and not one it was evicted for (no preemption loops); most recently started first, so the
+    least work is lost."""
+    evictors = session.snapshot.evicted_by.get(job.id, frozenset())
+    placed = session.snapshot.running
+    return sorted(
+        (
+            r
+            for r in session.running.values()
+            if r.start > job.submit_time
+            and r.job.preemptible
+            and r.job.priority <= job.priority
+            and r.evictions == 0
+            and r.job.id not in evictors
+            and r.job.id in placed
+        ),
+        key=lambda r: -r.start,
+    )
 
 
 def admitting_without(

@@ -24,7 +24,7 @@ already running when it arrived (or that outrank it) make room.
 
 from __future__ import annotations
 
-from gpusched.actions.make_room import evict_for, on_nodes, place_now
+from gpusched.actions.make_room import evict_for, newer_evictable, on_nodes, place_now
 from gpusched.framework import Reservation, RunningJob, Session
 from gpusched.framework.timeline import fits_after
 from gpusched.model import GPU, Job, QueueName
@@ -57,24 +57,10 @@ def _victims(session: Session, job: Job, res: Reservation) -> list[RunningJob]:
     index = session.state.index
     held = {index[name] for name in res.nodes}
     allocations = session.state.allocations
-    evictors = session.snapshot.evicted_by.get(job.id, frozenset())
     quota = session.quota
     taken: dict[QueueName, int] = {}
     found: list[RunningJob] = []
-    candidates = sorted(
-        (
-            r
-            for r in session.running.values()
-            if r.start > job.submit_time
-            and r.job.preemptible
-            and r.job.priority <= job.priority
-            and r.evictions == 0
-            and r.job.id not in evictors
-            and r.job.id in session.snapshot.running
-            and on_nodes(r, held, allocations)
-        ),
-        key=_latest_first,
-    )
+    candidates = [r for r in newer_evictable(session, job) if on_nodes(r, held, allocations)]
     for r in candidates:
         q = r.job.queue
         if q != job.queue:
@@ -86,8 +72,3 @@ def _victims(session: Session, job: Job, res: Reservation) -> list[RunningJob]:
             taken[q] = spent
         found.append(r)
     return found
-
-
-def _latest_first(run: RunningJob) -> float:
-    """Most recently started first: the least work is lost."""
-    return -run.start
