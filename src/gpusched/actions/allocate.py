@@ -84,11 +84,13 @@
   threshold it cut the largest jobs' longest wait on the 5,000-job gang runs by a third and
   lengthened the p95 wait; on the main job it lengthened waits (docs/benchmarks.md §4), hence
   off.
-  *Limit guard* (opt-in, ``limit_guard_after_s``; off by default): the oldest job of each
-  queue limit that the limit has held back longer than ``limit_guard_after_s`` since
-  submission evicts, when that lets it start now, work charged under that limit that started
-  after it was submitted (preemptible, its priority or lower, never evicted before), most
-  recent first and no more than the limit and the nodes need
+
+  *Limit guard* (opt-in, ``limit_guard_after_s``; off by default): the first job in the
+  order (oldest first when aging is on) of each queue limit that the limit has held back
+  longer than ``limit_guard_after_s`` since submission evicts, when that lets it start now,
+  work charged under that limit that started after it was submitted (preemptible, its
+  priority or lower, never evicted before), most recent first and no more than the limit and
+  the nodes need
   (:mod:`gpusched.actions.limit_guard`): a reservation holds nodes, not quota, and a
   queue's own later, smaller jobs otherwise keep refilling the limit room a big job waits
   for. Measured (sixteenth session, docs/benchmarks.md §4): on the main job's 16 seeds the

@@ -19,8 +19,8 @@ Taken most recently started first (the least work is lost) until the queues admi
 ``U_a - SUM charge(taken) + r_j <= L_a``; if ``j`` does not fit the nodes with those gone
 (one trial placement), the others of ``victims(j)`` on the nodes it would use with all of
 them gone are taken too. If ``j`` then fits, they are evicted and ``j`` starts; otherwise
-nothing is evicted. One try per limiting queue a cycle, by its oldest held-back job (the
-order is oldest first past ``after_s``), so the room goes to that job first.
+nothing is evicted. One try per limiting queue a cycle, by the first of its held-back jobs
+in backfill's order (the oldest, when aging is on), so the room goes to that job first.
 
 So once aged, ``j`` waits only for the work that was already running when it arrived (or
 that outranks it) -- for the queue limit, the bound the starvation guard
@@ -46,8 +46,8 @@ __all__ = ["evict_for_limit"]
 def evict_for_limit(session: Session, job: Job, tried: set[QueueName]) -> bool:
     """Evict ``victims(job)`` (module docstring) as needed to admit and place ``job``, and
     place it; ``False`` (nothing evicted) when the queues or the nodes would still refuse, or
-    when a job ahead of it already tried under the same limit this cycle (``tried`` collects
-    the limiting queues)."""
+    when a job ahead of it in the order already tried under the same limit this cycle
+    (``tried`` collects the limiting queues)."""
     quota = session.quota
     if quota is None or job.queue not in quota.tree:
         return False
