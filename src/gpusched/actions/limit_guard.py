@@ -31,10 +31,9 @@ from __future__ import annotations
 
 from gpusched.actions.make_room import (
     admitting_without,
-    evict_for,
+    evict_newer_and_place,
     newer_evictable,
     on_nodes,
-    place_now,
 )
 from gpusched.framework import RunningJob, Session
 from gpusched.framework.timeline import fits_after
@@ -70,16 +69,9 @@ def evict_for_limit(session: Session, job: Job, tried: set[QueueName]) -> bool:
         ]
         if fits_after(session, job, [r.job.id for r in chosen]) is None:
             return False
-    waited = session.snapshot.now - job.submit_time
-
-    def why(run: RunningJob) -> str:
-        return (
-            f"limit guard: {job.id} has waited {waited:.0f} s under queue {limiting!r}'s "
-            f"limit; {run.job.id} started after it was submitted"
-        )
-
-    evict_for(session, job, chosen, why)
-    return place_now(session, job)
+    return evict_newer_and_place(
+        session, job, chosen, "limit guard", f" under queue {limiting!r}'s limit"
+    )
 
 
 def _candidates(session: Session, job: Job, limiting: QueueName) -> list[RunningJob]:

@@ -1,6 +1,6 @@
 """Evict what is in a blocked job's way, then start it: the shared last step of backfill's
-overdue rules and of the starvation guard (:mod:`gpusched.actions.allocate`,
-:mod:`gpusched.actions.starvation`).
+overdue rules and of the starvation and limit guards (:mod:`gpusched.actions.allocate`,
+:mod:`gpusched.actions.starvation`, :mod:`gpusched.actions.limit_guard`).
 
 Each of them picks its victims by its own rule (those that make room under a queue limit
 with :func:`admitting_without`) and checks with one trial placement
@@ -17,7 +17,14 @@ from gpusched.framework import RunningJob, Session
 from gpusched.framework.allocation import AllocationMap
 from gpusched.model import Job, Resources
 
-__all__ = ["admitting_without", "evict_for", "newer_evictable", "on_nodes", "place_now"]
+__all__ = [
+    "admitting_without",
+    "evict_for",
+    "evict_newer_and_place",
+    "newer_evictable",
+    "on_nodes",
+    "place_now",
+]
 
 
 def on_nodes(run: RunningJob, nodes: set[int], allocations: AllocationMap) -> bool:
@@ -88,6 +95,30 @@ def evict_for(
             session.evict(run.job.id, job.id, why(run))
             evicted.append(run)
     return evicted
+
+
+def evict_newer_and_place(
+    session: Session,
+    job: Job,
+    victims: Iterable[RunningJob],
+    guard: str,
+    context: str,
+    *,
+    nodes: set[int] | None = None,
+) -> bool:
+    """A guard's last step: evict ``victims`` (of :func:`newer_evictable`) for ``job`` as
+    :func:`evict_for` does, each with the reason "``guard``: ``job`` has waited N s
+    ``context``; ``victim`` started after it was submitted", and place ``job``."""
+    waited = session.snapshot.now - job.submit_time
+
+    def why(run: RunningJob) -> str:
+        return (
+            f"{guard}: {job.id} has waited {waited:.0f} s{context}; {run.job.id} started "
+            "after it was submitted"
+        )
+
+    evict_for(session, job, victims, why, nodes)
+    return place_now(session, job)
 
 
 def place_now(session: Session, job: Job) -> bool:

@@ -24,7 +24,7 @@ already running when it arrived (or that outrank it) make room.
 
 from __future__ import annotations
 
-from gpusched.actions.make_room import evict_for, newer_evictable, on_nodes, place_now
+from gpusched.actions.make_room import evict_newer_and_place, newer_evictable, on_nodes
 from gpusched.framework import Reservation, RunningJob, Session
 from gpusched.framework.timeline import fits_after
 from gpusched.model import GPU, Job, QueueName
@@ -41,16 +41,14 @@ def evict_for_starving(session: Session, job: Job, res: Reservation) -> bool:
     nodes = fits_after(session, job, [r.job.id for r in victims])
     if nodes is None:
         return False
-    waited = session.snapshot.now - job.submit_time
-
-    def why(run: RunningJob) -> str:
-        return (
-            f"starvation guard: {job.id} has waited {waited:.0f} s and holds the reservation "
-            f"on this job's nodes; {run.job.id} started after it was submitted"
-        )
-
-    evict_for(session, job, victims, why, nodes)
-    return place_now(session, job)
+    return evict_newer_and_place(
+        session,
+        job,
+        victims,
+        "starvation guard",
+        " and holds the reservation on this job's nodes",
+        nodes=nodes,
+    )
 
 
 def _victims(session: Session, job: Job, res: Reservation) -> list[RunningJob]:
