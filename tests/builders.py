@@ -65,6 +65,7 @@ __all__ = [
     "policy_profile",
     "run_cycle",
     "shape",
+    "state_contents",
 ]
 
 
@@ -72,7 +73,30 @@ def _milli(cores: float) -> int:
     return round(cores * 1000)
 
 
-class NodeBuilder:
+class _CpuMemSetters:
+    """The CPU and memory setters nodes and task requests share; each sets its own defaults."""
+
+    _cpu_milli: int
+    _memory_mib: int
+
+    def cpu(self, cores: float) -> Self:
+        self._cpu_milli = _milli(cores)
+        return self
+
+    def cpu_milli(self, milli: int) -> Self:
+        self._cpu_milli = milli
+        return self
+
+    def mem_gib(self, gib: float) -> Self:
+        self._memory_mib = round(gib * 1024)
+        return self
+
+    def mem_mib(self, mib: int) -> Self:
+        self._memory_mib = mib
+        return self
+
+
+class NodeBuilder(_CpuMemSetters):
     """A node: 32 CPUs, 256 GiB and no GPUs unless told otherwise."""
 
     def __init__(self, name: str) -> None:
@@ -90,22 +114,6 @@ class NodeBuilder:
         self._gpu_memory_mib = memory_mib
         return self
 
-    def cpu(self, cores: float) -> Self:
-        self._cpu_milli = _milli(cores)
-        return self
-
-    def cpu_milli(self, milli: int) -> Self:
-        self._cpu_milli = milli
-        return self
-
-    def mem_gib(self, gib: float) -> Self:
-        self._memory_mib = round(gib * 1024)
-        return self
-
-    def mem_mib(self, mib: int) -> Self:
-        self._memory_mib = mib
-        return self
-
     def label(self, key: str, value: str) -> Self:
         self._labels[key] = value
         return self
@@ -119,7 +127,7 @@ class NodeBuilder:
         )
 
 
-class _ShapeBuilder:
+class _ShapeBuilder(_CpuMemSetters):
     """Shared setters of a task's resource request: 1 CPU, 1 GiB, no GPU by default."""
 
     def __init__(self) -> None:
@@ -128,22 +136,6 @@ class _ShapeBuilder:
         self._num_gpu = 0
         self._gpu_milli = 0
         self._models: frozenset[GpuModel] = frozenset()
-
-    def cpu(self, cores: float) -> Self:
-        self._cpu_milli = _milli(cores)
-        return self
-
-    def cpu_milli(self, milli: int) -> Self:
-        self._cpu_milli = milli
-        return self
-
-    def mem_gib(self, gib: float) -> Self:
-        self._memory_mib = round(gib * 1024)
-        return self
-
-    def mem_mib(self, mib: int) -> Self:
-        self._memory_mib = mib
-        return self
 
     def gpus(self, count: int, *, milli: int = 1000) -> Self:
         """``count`` GPUs of ``milli`` each (``gpus(1, milli=500)`` shares half a GPU)."""
@@ -271,6 +263,20 @@ def make_state(*nodes: Node | NodeBuilder, models: Iterable[str] = ()) -> Cluste
     """A cluster state of ``nodes`` in the given order, nothing allocated."""
     built = [n.build() if isinstance(n, NodeBuilder) else n for n in nodes]
     return ClusterState.from_nodes(built, models=[GpuModel(m) for m in models])
+
+
+def state_contents(state: ClusterState, *, versions: bool = True) -> tuple[object, ...]:
+    """Everything a state holds, comparable with ``==``; ``versions=False`` leaves out the
+    per-node version stamps (which a rollback advances although it restores the rest)."""
+    return (
+        state.cpu_free.tolist(),
+        state.mem_free.tolist(),
+        state.gpu_free.tolist(),
+        state.gpu_idle.tolist(),
+        state.shape_count.tolist(),
+        *([state.version.tolist()] if versions else []),
+        sorted(state.allocations.items()),
+    )
 
 
 _filler_ids = itertools.count()

@@ -31,7 +31,15 @@ import httpx
 import pytest
 
 from e2e.controlplane import ControlPlane, ControlPlaneError, binaries
-from e2e.kube import JsonObj, check, create_node, is_ready, node_manifest, wait_for
+from e2e.kube import (
+    JsonObj,
+    create_namespace,
+    create_node,
+    delete_namespace,
+    is_ready,
+    node_manifest,
+    wait_for,
+)
 
 E2E_DIR = Path(__file__).resolve().parent
 
@@ -85,15 +93,9 @@ def kube(control_plane: ControlPlane) -> Iterator[httpx.Client]:
 def namespace(kube: httpx.Client, request: pytest.FixtureRequest) -> Iterator[str]:
     base = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
     name = f"{base}-{uuid.uuid4().hex[:6]}"
-    check(kube.post("/api/v1/namespaces", json={"metadata": {"name": name}}))
-    check(
-        kube.post(
-            f"/api/v1/namespaces/{name}/serviceaccounts", json={"metadata": {"name": "default"}}
-        )
-    )
+    create_namespace(kube, name)
     yield name
-    kube.delete(f"/api/v1/namespaces/{name}/pods", params={"gracePeriodSeconds": "0"})
-    kube.delete(f"/api/v1/namespaces/{name}")
+    delete_namespace(kube, name)
 
 
 @pytest.fixture

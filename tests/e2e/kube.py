@@ -85,12 +85,13 @@ def pod_manifest(
     scheduler: str = "gpusched",
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
+    priority_class: str = "",
 ) -> JsonObj:
     requests = {"cpu": cpu, "memory": memory}
     limits: dict[str, str] = {}
     if gpus:
         requests[GPU] = limits[GPU] = str(gpus)
-    return {
+    pod: JsonObj = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
@@ -106,10 +107,44 @@ def pod_manifest(
             "terminationGracePeriodSeconds": 0,
         },
     }
+    if priority_class:
+        pod["spec"]["priorityClassName"] = priority_class
+    return pod
 
 
 def pods_path(namespace: str, name: str = "") -> str:
     return f"/api/v1/namespaces/{namespace}/pods" + (f"/{name}" if name else "")
+
+
+def create_pod(http: httpx.Client, namespace: str, manifest: JsonObj) -> JsonObj:
+    return check(http.post(pods_path(namespace), json=manifest))
+
+
+def create_namespace(http: httpx.Client, name: str) -> None:
+    """A namespace and its ``default`` ServiceAccount (no controller-manager creates it)."""
+    check(http.post("/api/v1/namespaces", json={"metadata": {"name": name}}))
+    check(
+        http.post(
+            f"/api/v1/namespaces/{name}/serviceaccounts", json={"metadata": {"name": "default"}}
+        )
+    )
+
+
+def delete_namespace(http: httpx.Client, name: str) -> None:
+    """Delete the namespace and its pods (no controller-manager empties a deleted namespace)."""
+    http.delete(f"/api/v1/namespaces/{name}/pods", params={"gracePeriodSeconds": "0"})
+    http.delete(f"/api/v1/namespaces/{name}")
+
+
+def ensure_priority_class(http: httpx.Client, name: str, value: int) -> None:
+    """Create the PriorityClass unless it exists (it is cluster-scoped: tests share it)."""
+    if http.get(f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}").status_code == 404:
+        check(
+            http.post(
+                "/apis/scheduling.k8s.io/v1/priorityclasses",
+                json={"metadata": {"name": name}, "value": value},
+            )
+        )
 
 
 def create_node(http: httpx.Client, manifest: JsonObj) -> JsonObj:
@@ -191,6 +226,11 @@ def condition(obj: JsonObj, kind: str) -> JsonObj | None:
             found: JsonObj = cond
             return found
     return None
+
+
+def unschedulable(pod: JsonObj) -> bool:
+    """The pod's PodScheduled condition says Unschedulable (the scheduler gave up, for now)."""
+    return (condition(pod, "PodScheduled") or {}).get("reason") == "Unschedulable"
 
 
 def is_ready(obj: JsonObj) -> bool:

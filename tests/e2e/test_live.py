@@ -27,8 +27,11 @@ from e2e.kube import (
     JsonObj,
     check,
     condition,
+    create_pod,
+    ensure_priority_class,
     pod_manifest,
     pods_path,
+    unschedulable,
     wait_for,
 )
 
@@ -123,6 +126,11 @@ def bound_node(pod: JsonObj) -> str:
     return str(pod["spec"].get("nodeName") or "")
 
 
+def wait_bound(http: httpx.Client, namespace: str, name: str, timeout_s: float = 60) -> JsonObj:
+    """Wait until pod ``name`` is bound to a node; return it."""
+    return wait_for(http, pods_path(namespace), name, lambda p: bool(bound_node(p)), timeout_s)
+
+
 def gpus_of(pod: JsonObj) -> list[int]:
     text = pod["metadata"].get("annotations", {}).get("gpusched.dev/gpus", "")
     return [int(g) for g in text.split(",")] if text else []
@@ -193,10 +201,10 @@ def test_plain_pods_are_bound_with_gpu_indices(
 ) -> None:
     nodes = {n["metadata"]["name"] for n in gpu_nodes(2, gpus=8)}
     for i in range(6):
-        check(kube.post(pods_path(namespace), json=pod_manifest(f"p{i}", gpus=2)))
+        create_pod(kube, namespace, pod_manifest(f"p{i}", gpus=2))
     scheduler = start_gpusched("replica-a")
     for i in range(6):
-        wait_for(kube, pods_path(namespace), f"p{i}", lambda p: bool(bound_node(p)), 60)
+        wait_bound(kube, namespace, f"p{i}")
     used: dict[str, list[int]] = {}
     for pod in list_pods(kube, namespace):
         assert bound_node(pod) in nodes
@@ -222,30 +230,16 @@ def test_gang_of_four_is_bound_all_together(
     create_podgroup(kube, namespace, "train", 4)
     # The members arrive one by one: nothing may be bound before the fourth exists.
     for i in range(3):
-        check(
-            kube.post(
-                pods_path(namespace),
-                json=pod_manifest(f"w{i}", gpus=4, labels={POD_GROUP_LABEL: "train"}),
-            )
+        create_pod(
+            kube, namespace, pod_manifest(f"w{i}", gpus=4, labels={POD_GROUP_LABEL: "train"})
         )
     time.sleep(3)
     assert not any(bound_node(p) for p in list_pods(kube, namespace))
-    waiting = wait_for(
-        kube,
-        pods_path(namespace),
-        "w0",
-        lambda p: (condition(p, "PodScheduled") or {}).get("reason") == "Unschedulable",
-        30,
-    )
+    waiting = wait_for(kube, pods_path(namespace), "w0", unschedulable, 30)
     assert "minMember=4" in (condition(waiting, "PodScheduled") or {})["message"]
-    check(
-        kube.post(
-            pods_path(namespace),
-            json=pod_manifest("w3", gpus=4, labels={POD_GROUP_LABEL: "train"}),
-        )
-    )
+    create_pod(kube, namespace, pod_manifest("w3", gpus=4, labels={POD_GROUP_LABEL: "train"}))
     for i in range(4):
-        wait_for(kube, pods_path(namespace), f"w{i}", lambda p: bool(bound_node(p)), 60)
+        wait_bound(kube, namespace, f"w{i}")
 
 
 def test_gang_that_does_not_fit_stays_pending_and_says_why(
@@ -257,21 +251,10 @@ def test_gang_that_does_not_fit_stays_pending_and_says_why(
     gpu_nodes(2, gpus=8)
     create_podgroup(kube, namespace, "big", 4)
     for i in range(4):
-        check(
-            kube.post(
-                pods_path(namespace),
-                json=pod_manifest(f"b{i}", gpus=8, labels={POD_GROUP_LABEL: "big"}),
-            )
-        )
+        create_pod(kube, namespace, pod_manifest(f"b{i}", gpus=8, labels={POD_GROUP_LABEL: "big"}))
     scheduler = start_gpusched("replica-a")
     for i in range(4):
-        pod = wait_for(
-            kube,
-            pods_path(namespace),
-            f"b{i}",
-            lambda p: (condition(p, "PodScheduled") or {}).get("reason") == "Unschedulable",
-            60,
-        )
+        pod = wait_for(kube, pods_path(namespace), f"b{i}", unschedulable, 60)
         scheduled = condition(pod, "PodScheduled") or {}
         assert scheduled["status"] == "False"
         assert "the gang of 4 tasks cannot fit together" in scheduled["message"]
@@ -295,17 +278,11 @@ def test_malformed_annotation_is_reported_on_the_pod_and_others_are_served(
 ) -> None:
     gpu_nodes(1, gpus=8)
     bad = pod_manifest("bad", gpus=0, annotations={"gpusched.dev/gpu-milli": "half"})
-    check(kube.post(pods_path(namespace), json=bad))
-    check(kube.post(pods_path(namespace), json=pod_manifest("good", gpus=1)))
+    create_pod(kube, namespace, bad)
+    create_pod(kube, namespace, pod_manifest("good", gpus=1))
     start_gpusched("replica-a")
-    wait_for(kube, pods_path(namespace), "good", lambda p: bool(bound_node(p)), 60)
-    pod = wait_for(
-        kube,
-        pods_path(namespace),
-        "bad",
-        lambda p: (condition(p, "PodScheduled") or {}).get("reason") == "Unschedulable",
-        60,
-    )
+    wait_bound(kube, namespace, "good")
+    pod = wait_for(kube, pods_path(namespace), "bad", unschedulable, 60)
     message = (condition(pod, "PodScheduled") or {})["message"]
     assert "annotation gpusched.dev/gpu-milli: got 'half'" in message
     assert not bound_node(pod)
@@ -319,8 +296,8 @@ def test_standby_takes_over_when_the_leader_is_killed(
 ) -> None:
     gpu_nodes(1, gpus=8)
     first = start_gpusched("replica-a")
-    check(kube.post(pods_path(namespace), json=pod_manifest("before", gpus=1)))
-    wait_for(kube, pods_path(namespace), "before", lambda p: bool(bound_node(p)), 60)
+    create_pod(kube, namespace, pod_manifest("before", gpus=1))
+    wait_bound(kube, namespace, "before")
     second = start_gpusched("replica-b")
     time.sleep(3)
     # On two busy cores the second process may still be starting; wait for its /metrics.
@@ -330,8 +307,8 @@ def test_standby_takes_over_when_the_leader_is_killed(
     first.process.kill()  # no graceful release: the standby must wait the lease out
     killed_at = time.monotonic()
     first.process.wait()
-    check(kube.post(pods_path(namespace), json=pod_manifest("after", gpus=1)))
-    wait_for(kube, pods_path(namespace), "after", lambda p: bool(bound_node(p)), 60)
+    create_pod(kube, namespace, pod_manifest("after", gpus=1))
+    wait_bound(kube, namespace, "after")
     took = time.monotonic() - killed_at
     assert took < 15 + 2 + 3, f"standby took {took:.1f} s to take over"  # lease + retry + cycle
     lease = check(kube.get(f"/apis/coordination.k8s.io/v1/namespaces/{SYSTEM_NS}/leases/gpusched"))
@@ -350,6 +327,15 @@ scores: [{name: fgd}]
 gpu_picker: {name: fgd}
 action_args: {preempt: {min_runtime_s: 0}}
 """
+#: A PriorityClass above the default 0: its pods may preempt (``ensure_priority_class``).
+HIGH = "gpusched-e2e-high"
+
+
+def preempt_now_profile(plane: ControlPlane, filename: str) -> Path:
+    """:data:`PREEMPT_NOW_PROFILE` written to ``filename`` in the plane's work folder."""
+    profile = plane.workdir / filename
+    profile.write_text(PREEMPT_NOW_PROFILE)
+    return profile
 
 
 def test_higher_priority_pod_preempts_through_the_eviction_api(
@@ -359,27 +345,17 @@ def test_higher_priority_pod_preempts_through_the_eviction_api(
     gpu_nodes: NodeFactory,
     start_gpusched: Callable[..., Gpusched],
 ) -> None:
-    priority_class = "/apis/scheduling.k8s.io/v1/priorityclasses/gpusched-e2e-high"
-    if kube.get(priority_class).status_code == 404:
-        check(
-            kube.post(
-                "/apis/scheduling.k8s.io/v1/priorityclasses",
-                json={"metadata": {"name": "gpusched-e2e-high"}, "value": 1000},
-            )
-        )
-    profile = control_plane.workdir / "preempt-now.yaml"
-    profile.write_text(PREEMPT_NOW_PROFILE)
+    ensure_priority_class(kube, HIGH, 1000)
+    profile = preempt_now_profile(control_plane, "preempt-now.yaml")
     gpu_nodes(1, gpus=8)
     scheduler = start_gpusched("replica-a", "--profile", str(profile))
     for i in range(8):
-        check(kube.post(pods_path(namespace), json=pod_manifest(f"low{i}", gpus=1)))
+        create_pod(kube, namespace, pod_manifest(f"low{i}", gpus=1))
     for i in range(8):
-        wait_for(kube, pods_path(namespace), f"low{i}", lambda p: bool(bound_node(p)), 60)
+        wait_bound(kube, namespace, f"low{i}")
 
-    high = pod_manifest("high", gpus=8)
-    high["spec"]["priorityClassName"] = "gpusched-e2e-high"
-    check(kube.post(pods_path(namespace), json=high))
-    bound = wait_for(kube, pods_path(namespace), "high", lambda p: bool(bound_node(p)), 60)
+    create_pod(kube, namespace, pod_manifest("high", gpus=8, priority_class=HIGH))
+    bound = wait_bound(kube, namespace, "high")
     assert sorted(gpus_of(bound)) == list(range(8))
     left = [p["metadata"]["name"] for p in list_pods(kube, namespace)]
     assert left == ["high"], f"victims still there: {left}"
@@ -410,13 +386,13 @@ def test_scheduler_recovers_when_the_apiserver_restarts(
 ) -> None:
     gpu_nodes(1, gpus=8)
     start_gpusched("replica-a")
-    check(kube.post(pods_path(namespace), json=pod_manifest("before", gpus=4)))
-    wait_for(kube, pods_path(namespace), "before", lambda p: bool(bound_node(p)), 60)
+    create_pod(kube, namespace, pod_manifest("before", gpus=4))
+    wait_bound(kube, namespace, "before")
 
     control_plane.restart_apiserver()  # every watch and connection breaks
 
     with control_plane.client() as fresh:
-        check(fresh.post(pods_path(namespace), json=pod_manifest("after", gpus=4)))
-        wait_for(fresh, pods_path(namespace), "after", lambda p: bool(bound_node(p)), 60)
+        create_pod(fresh, namespace, pod_manifest("after", gpus=4))
+        wait_bound(fresh, namespace, "after")
         gpus = [g for p in list_pods(fresh, namespace) for g in gpus_of(p)]
     assert sorted(gpus) == list(range(8)), f"GPU indices after the restart: {gpus}"

@@ -11,13 +11,23 @@ import httpx
 import pytest
 
 from e2e.conftest import NodeFactory
-from e2e.kube import JsonObj, check, condition, pod_manifest, pods_path, wait_for
+from e2e.kube import (
+    JsonObj,
+    check,
+    condition,
+    create_pod,
+    pod_manifest,
+    pods_path,
+    unschedulable,
+    wait_for,
+)
 from e2e.test_live import (  # noqa: F401 - fixtures used by name
     Gpusched,
     bound_node,
     deployed,
     gpus_of,
     start_gpusched,
+    wait_bound,
 )
 
 RESOURCE = "/apis/resource.k8s.io/v1"
@@ -105,13 +115,13 @@ def test_claims_are_allocated_on_the_chosen_node_and_too_big_ones_wait(
     for name, count in (("two-a", 2), ("two-b", 2), ("eight", 8)):
         check(kube.post(claims, json=claim(name, count)))
     for name, claim_name in (("a", "two-a"), ("b", "two-b"), ("big", "eight")):
-        check(kube.post(pods_path(namespace), json=claiming_pod(name, claim_name)))
+        create_pod(kube, namespace, claiming_pod(name, claim_name))
     start: Callable[..., Gpusched] = request.getfixturevalue("start_gpusched")
     start("replica-a")
 
     devices: list[str] = []
     for pod_name, claim_name in (("a", "two-a"), ("b", "two-b")):
-        pod = wait_for(kube, pods_path(namespace), pod_name, lambda p: bool(bound_node(p)), 60)
+        pod = wait_bound(kube, namespace, pod_name)
         assert bound_node(pod) == dra_node
         allocated = check(kube.get(f"{claims}/{claim_name}"))
         status = allocated["status"]
@@ -129,9 +139,6 @@ def test_claims_are_allocated_on_the_chosen_node_and_too_big_ones_wait(
         ]
         assert "resource.kubernetes.io/delete-protection" in allocated["metadata"]["finalizers"]
     assert sorted(devices) == [f"gpu-{i}" for i in range(4)], "a device was allocated twice"
-
-    def unschedulable(pod: JsonObj) -> bool:
-        return (condition(pod, "PodScheduled") or {}).get("reason") == "Unschedulable"
 
     big = wait_for(kube, pods_path(namespace), "big", unschedulable, 60)
     assert not bound_node(big)
@@ -164,18 +171,12 @@ def test_a_claim_of_a_class_gpusched_cannot_allocate_says_so(
         body = claim("nic", 1)
         body["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = other
         check(kube.post(f"{RESOURCE}/namespaces/{namespace}/resourceclaims", json=body))
-        check(kube.post(pods_path(namespace), json=claiming_pod("wants-nic", "nic")))
-        check(kube.post(pods_path(namespace), json=pod_manifest("plain", gpus=0)))
+        create_pod(kube, namespace, claiming_pod("wants-nic", "nic"))
+        create_pod(kube, namespace, pod_manifest("plain", gpus=0))
         start: Callable[..., Gpusched] = request.getfixturevalue("start_gpusched")
         start("replica-a")
-        wait_for(kube, pods_path(namespace), "plain", lambda p: bool(bound_node(p)), 60)
-        pod = wait_for(
-            kube,
-            pods_path(namespace),
-            "wants-nic",
-            lambda p: (condition(p, "PodScheduled") or {}).get("reason") == "Unschedulable",
-            60,
-        )
+        wait_bound(kube, namespace, "plain")
+        pod = wait_for(kube, pods_path(namespace), "wants-nic", unschedulable, 60)
         message = (condition(pod, "PodScheduled") or {})["message"]
         assert f"DeviceClass '{other}' is not a GPU class" in message, message
     finally:

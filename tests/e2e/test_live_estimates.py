@@ -23,13 +23,14 @@ import pytest
 
 from e2e.conftest import NodeFactory
 from e2e.controlplane import wait_until
-from e2e.kube import JsonObj, check, condition, pod_manifest, pods_path, wait_for
+from e2e.kube import check, create_pod, pod_manifest, pods_path, unschedulable, wait_for
 from e2e.test_live import (  # noqa: F401 - fixtures used by name
     SYSTEM_NS,
     Gpusched,
     bound_node,
     deployed,
     start_gpusched,
+    wait_bound,
 )
 from gpusched.live.estimates import KIND_LABEL, RUNTIME_ESTIMATE_ANNOTATION, USER_LABEL
 from gpusched.live.replay_objects import RUNTIME_ANNOTATION
@@ -48,11 +49,7 @@ def create(
 ) -> None:
     manifest = pod_manifest(name, gpus=gpus, labels=labels, annotations=annotations)
     manifest["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
-    check(kube.post(pods_path(namespace), json=manifest))
-
-
-def unschedulable(pod: JsonObj) -> bool:
-    return (condition(pod, "PodScheduled") or {}).get("reason") == "Unschedulable"
+    create_pod(kube, namespace, manifest)
 
 
 def reserve_the_node(kube: httpx.Client, namespace: str, node: str) -> float:
@@ -93,7 +90,7 @@ def test_an_annotated_estimate_lets_a_short_pod_backfill_until_its_deadline(
     reserved_from = reserve_the_node(kube, namespace, node)
     create(kube, namespace, node, "short", 2, annotations={RUNTIME_ESTIMATE_ANNOTATION: "1m"})
     create(kube, namespace, node, "unsure", 2)  # the default hour: past the reservation
-    wait_for(kube, pods_path(namespace), "short", lambda p: bool(bound_node(p)), 60)
+    wait_bound(kube, namespace, "short")
     stays_pending(kube, namespace, "unsure")
     job = f"{namespace}/short"
     wait_until("short's deadline in the state", lambda: deadline_of(kube, job) is not None, 20)
@@ -131,7 +128,7 @@ def test_a_completed_pod_teaches_the_mean_of_its_user_and_kind(
     reserved_from = reserve_the_node(kube, namespace, node)
     create(kube, namespace, node, "second", 2, labels=alice)  # no estimate: alice's mean
     create(kube, namespace, node, "stranger", 2, labels={**alice, USER_LABEL: "bob"})
-    wait_for(kube, pods_path(namespace), "second", lambda p: bool(bound_node(p)), 60)
+    wait_bound(kube, namespace, "second")
     stays_pending(kube, namespace, "stranger")  # bob's inference jobs: no mean, the hour
     job = f"{namespace}/second"
     wait_until("second's deadline in the state", lambda: deadline_of(kube, job) is not None, 20)

@@ -10,12 +10,13 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from e2e.kube import check, create_node, is_ready, node_manifest, pod_manifest, pods_path, wait_for
+from e2e.kube import create_node, create_pod, is_ready, node_manifest, pod_manifest, wait_for
 from e2e.test_live import (  # noqa: F401 - fixtures used by name
     Gpusched,
     bound_node,
     deployed,
     start_gpusched,
+    wait_bound,
 )
 
 PROFILE = "1g.10gb"
@@ -38,9 +39,9 @@ def test_mig_pod_is_bound_with_its_instance(
         pod = pod_manifest("mig-pod", gpus=0)
         resources = pod["spec"]["containers"][0]["resources"]
         resources["requests"][RESOURCE] = resources["limits"][RESOURCE] = "1"
-        check(kube.post(pods_path(namespace), json=pod))
+        create_pod(kube, namespace, pod)
         start("replica-a")
-        bound = wait_for(kube, pods_path(namespace), "mig-pod", lambda p: bool(bound_node(p)), 60)
+        bound = wait_bound(kube, namespace, "mig-pod")
         assert bound_node(bound) == name
         annotations = bound["metadata"].get("annotations", {})
         assert "gpusched.dev/gpus" not in annotations

@@ -17,14 +17,17 @@ from e2e.kube import (
     JsonObj,
     check,
     condition,
+    create_namespace,
     create_node,
+    create_pod,
     is_ready,
     node_manifest,
     pod_manifest,
     pods_path,
+    unschedulable,
     wait_for,
 )
-from e2e.test_live import SYSTEM_NS, Gpusched, bound_node
+from e2e.test_live import SYSTEM_NS, Gpusched, bound_node, wait_bound
 
 NATIVE = "/apis/scheduling.k8s.io/v1alpha2"
 GATES = (
@@ -84,12 +87,7 @@ def test_native_gang_waits_for_min_count_then_binds_whole(
     with native_plane.client() as kube:
         assert "podgroups" in {r["name"] for r in check(kube.get(NATIVE))["resources"]}
         ns = f"native-{uuid.uuid4().hex[:6]}"
-        check(kube.post("/api/v1/namespaces", json={"metadata": {"name": ns}}))
-        check(
-            kube.post(
-                f"/api/v1/namespaces/{ns}/serviceaccounts", json={"metadata": {"name": "default"}}
-            )
-        )
+        create_namespace(kube, ns)
         node = node_manifest(f"native-gpu-{uuid.uuid4().hex[:5]}", gpus=8)
         create_node(kube, node)
         wait_for(kube, "/api/v1/nodes", node["metadata"]["name"], is_ready)
@@ -101,11 +99,8 @@ def test_native_gang_waits_for_min_count_then_binds_whole(
         }
         check(kube.post(f"{NATIVE}/namespaces/{ns}/podgroups", json=group))
         for i in range(2):
-            check(kube.post(pods_path(ns), json=member(f"w{i}", "train")))
+            create_pod(kube, ns, member(f"w{i}", "train"))
         native_gpusched()
-
-        def unschedulable(pod: JsonObj) -> bool:
-            return (condition(pod, "PodScheduled") or {}).get("reason") == "Unschedulable"
 
         waiting = wait_for(kube, pods_path(ns), "w0", unschedulable, 60)
         message = (condition(waiting, "PodScheduled") or {})["message"]
@@ -123,9 +118,9 @@ def test_native_gang_waits_for_min_count_then_binds_whole(
         )
         assert not any(bound_node(p) for p in check(kube.get(pods_path(ns)))["items"])
 
-        check(kube.post(pods_path(ns), json=member("w2", "train")))
+        create_pod(kube, ns, member("w2", "train"))
         for i in range(3):
-            wait_for(kube, pods_path(ns), f"w{i}", lambda p: bool(bound_node(p)), 60)
+            wait_bound(kube, ns, f"w{i}")
         kube.delete(pods_path(ns), params={"gracePeriodSeconds": "0"})
         kube.delete(f"/api/v1/nodes/{node['metadata']['name']}")
 

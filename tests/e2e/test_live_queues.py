@@ -15,23 +15,33 @@ import pytest
 
 from e2e.conftest import NodeFactory
 from e2e.controlplane import ControlPlane, wait_until
-from e2e.kube import JsonObj, check, condition, pod_manifest, pods_path, wait_for
+from e2e.kube import (
+    JsonObj,
+    check,
+    condition,
+    create_namespace,
+    create_pod,
+    delete_namespace,
+    ensure_priority_class,
+    pod_manifest,
+    pods_path,
+    unschedulable,
+    wait_for,
+)
 from e2e.test_live import (  # noqa: F401 - fixtures used by name
-    PREEMPT_NOW_PROFILE,
+    HIGH,
     Gpusched,
     bound_node,
     deployed,
     gpus_of,
     list_pods,
+    preempt_now_profile,
     start_gpusched,
+    wait_bound,
 )
 
 QUEUES = "/apis/gpusched.dev/v1alpha1/queues"
 QUEUE_LABEL = "gpusched.dev/queue"
-
-
-def unschedulable(pod: JsonObj) -> bool:
-    return (condition(pod, "PodScheduled") or {}).get("reason") == "Unschedulable"
 
 
 def message_of(pod: JsonObj) -> str:
@@ -70,15 +80,9 @@ def make_queue(
 @pytest.fixture
 def other_namespace(kube: httpx.Client) -> Iterator[str]:
     name = f"other-team-{uuid.uuid4().hex[:6]}"
-    check(kube.post("/api/v1/namespaces", json={"metadata": {"name": name}}))
-    check(
-        kube.post(
-            f"/api/v1/namespaces/{name}/serviceaccounts", json={"metadata": {"name": "default"}}
-        )
-    )
+    create_namespace(kube, name)
     yield name
-    kube.delete(f"/api/v1/namespaces/{name}/pods", params={"gracePeriodSeconds": "0"})
-    kube.delete(f"/api/v1/namespaces/{name}")
+    delete_namespace(kube, name)
 
 
 def test_queue_limit_holds_and_another_teams_queue_is_refused(  # noqa: PLR0917 - fixtures
@@ -94,10 +98,10 @@ def test_queue_limit_holds_and_another_teams_queue_is_refused(  # noqa: PLR0917 
     run_gpusched("replica-a")
     # No label: the namespace's queue is the one listing it.
     for i in range(3):
-        check(kube.post(pods_path(namespace), json=pod_manifest(f"p{i}", gpus=1)))
+        create_pod(kube, namespace, pod_manifest(f"p{i}", gpus=1))
     # Another team names team-a's queue on its pod.
     intruder = pod_manifest("intruder", gpus=1, labels={QUEUE_LABEL: team})
-    check(kube.post(pods_path(other_namespace), json=intruder))
+    create_pod(kube, other_namespace, intruder)
 
     refused = wait_for(kube, pods_path(other_namespace), "intruder", unschedulable, 60)
     text = message_of(refused)
@@ -138,9 +142,9 @@ def test_queue_with_a_negative_quota_is_reported_and_other_queues_are_served(
     bad = make_queue("broken", guaranteed={"gpu": -1}, namespaces=[namespace])
     good = make_queue("fine", guaranteed={"gpu": 4}, namespaces=[namespace])
     run_gpusched("replica-a")
-    check(kube.post(pods_path(namespace), json=pod_manifest("in-bad", labels={QUEUE_LABEL: bad})))
-    check(kube.post(pods_path(namespace), json=pod_manifest("in-good", labels={QUEUE_LABEL: good})))
-    wait_for(kube, pods_path(namespace), "in-good", lambda p: bool(bound_node(p)), 60)
+    create_pod(kube, namespace, pod_manifest("in-bad", labels={QUEUE_LABEL: bad}))
+    create_pod(kube, namespace, pod_manifest("in-good", labels={QUEUE_LABEL: good}))
+    wait_bound(kube, namespace, "in-good")
     pod = wait_for(kube, pods_path(namespace), "in-bad", unschedulable, 60)
     assert f"queue '{bad}' is not usable: spec.guaranteed.gpu: got -1" in message_of(pod)
 
@@ -177,29 +181,19 @@ def test_preemptor_keeps_the_room_freed_for_it_until_it_is_bound(
     gpu_nodes: NodeFactory,
     run_gpusched: Callable[..., Gpusched],
 ) -> None:
-    priority_class = "/apis/scheduling.k8s.io/v1/priorityclasses/gpusched-e2e-high"
-    if kube.get(priority_class).status_code == 404:
-        check(
-            kube.post(
-                "/apis/scheduling.k8s.io/v1/priorityclasses",
-                json={"metadata": {"name": "gpusched-e2e-high"}, "value": 1000},
-            )
-        )
-    profile = control_plane.workdir / "preempt-now-hold.yaml"
-    profile.write_text(PREEMPT_NOW_PROFILE)
+    ensure_priority_class(kube, HIGH, 1000)
+    profile = preempt_now_profile(control_plane, "preempt-now-hold.yaml")
     (node,) = gpu_nodes(1, gpus=8)
     run_gpusched("replica-a", "--profile", str(profile))
     # Victims that stay Terminating until the test lets them go (a finalizer).
     for i in range(8):
         victim = pod_manifest(f"low{i}", gpus=1)
         victim["metadata"]["finalizers"] = ["gpusched.dev/e2e-slow-exit"]
-        check(kube.post(pods_path(namespace), json=victim))
+        create_pod(kube, namespace, victim)
     for i in range(8):
-        wait_for(kube, pods_path(namespace), f"low{i}", lambda p: bool(bound_node(p)), 60)
+        wait_bound(kube, namespace, f"low{i}")
 
-    high = pod_manifest("high", gpus=8)
-    high["spec"]["priorityClassName"] = "gpusched-e2e-high"
-    check(kube.post(pods_path(namespace), json=high))
+    create_pod(kube, namespace, pod_manifest("high", gpus=8, priority_class=HIGH))
     nominated = wait_for(
         kube,
         pods_path(namespace),
@@ -213,7 +207,7 @@ def test_preemptor_keeps_the_room_freed_for_it_until_it_is_bound(
     for i in range(4):
         _without_finalizers(kube, namespace, f"low{i}")
     thief = pod_manifest("thief", gpus=1)  # same priority as the victims: cannot preempt
-    check(kube.post(pods_path(namespace), json=thief))
+    create_pod(kube, namespace, thief)
     held = wait_for(
         kube, pods_path(namespace), "thief", lambda p: unschedulable(p) or bool(bound_node(p)), 60
     )
@@ -222,6 +216,6 @@ def test_preemptor_keeps_the_room_freed_for_it_until_it_is_bound(
 
     for i in range(4, 8):
         _without_finalizers(kube, namespace, f"low{i}")
-    bound = wait_for(kube, pods_path(namespace), "high", lambda p: bool(bound_node(p)), 60)
+    bound = wait_bound(kube, namespace, "high")
     assert sorted(gpus_of(bound)) == list(range(8))
     assert not bound_node(check(kube.get(pods_path(namespace, "thief"))))

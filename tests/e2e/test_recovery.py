@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -26,15 +27,26 @@ from e2e.controlplane import ControlPlane, wait_until
 from e2e.kube import (
     JsonObj,
     check,
-    condition,
+    create_namespace,
     create_node,
+    create_pod,
+    ensure_priority_class,
     is_ready,
     node_manifest,
     pod_manifest,
     pods_path,
+    unschedulable,
     wait_for,
 )
-from e2e.test_live import PREEMPT_NOW_PROFILE, Gpusched, bound_node, gpus_of, list_pods
+from e2e.test_live import (
+    HIGH,
+    Gpusched,
+    bound_node,
+    gpus_of,
+    list_pods,
+    preempt_now_profile,
+    wait_bound,
+)
 
 LEASE_NS = "gpusched-system"
 # Short Lease timings so a takeover happens within seconds in the test.
@@ -86,6 +98,33 @@ def create_pods(url_client: httpx.Client, namespace: str, names: list[str]) -> N
         time.sleep(0.1)
 
 
+@contextmanager
+def creating_pods(plane: ControlPlane, namespace: str, names: list[str]) -> Iterator[None]:
+    """:func:`create_pods` on a client of its own, in a thread, while the ``with`` body runs;
+    waits for the last pod's creation when the body is done."""
+    with plane.client() as http:
+        creator = threading.Thread(target=create_pods, args=(http, namespace, names))
+        creator.start()
+        yield
+        creator.join()
+
+
+def wait_bound_count(http: httpx.Client, namespace: str, count: int, what: str) -> None:
+    """Wait until at least ``count`` pods of ``namespace`` are bound."""
+    wait_until(
+        what, lambda: sum(1 for p in list_pods(http, namespace) if bound_node(p)) >= count, 60
+    )
+
+
+def wait_holder(http: httpx.Client, lease_path: str, identity: str) -> None:
+    """Wait until ``identity`` holds the Lease at ``lease_path``."""
+    wait_until(
+        f"{identity} holding the Lease",
+        lambda: http.get(lease_path).json().get("spec", {}).get("holderIdentity") == identity,
+        60,
+    )
+
+
 def assert_consistent(pods: list[JsonObj], gpus_per_node: int) -> None:
     """Every pod bound, no GPU index given twice on a node, no node over its capacity."""
     unbound = [p["metadata"]["name"] for p in pods if not bound_node(p)]
@@ -106,7 +145,7 @@ def successful_binds(scheduler: Gpusched) -> float:
 
 def wait_all_bound(http: httpx.Client, namespace: str, names: list[str]) -> None:
     for name in names:
-        wait_for(http, pods_path(namespace), name, lambda p: bool(bound_node(p)), 120)
+        wait_bound(http, namespace, name, 120)
 
 
 def test_leader_killed_under_load_leaves_every_pod_bound_once(
@@ -123,24 +162,13 @@ def test_leader_killed_under_load_leaves_every_pod_bound_once(
     flags = ("--leader-elect", "--lease-name", lease, *FAST_LEASE)
     first = schedulers.start("replica-a", *flags)
     lease_path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NS}/leases/{lease}"
-    wait_until(
-        "replica-a holding the Lease",
-        lambda: kube.get(lease_path).json().get("spec", {}).get("holderIdentity") == "replica-a",
-        60,
-    )
+    wait_holder(kube, lease_path, "replica-a")
     second = schedulers.start("replica-b", *flags)
     names = [f"p{i}" for i in range(32)]  # exactly the 32 GPUs of the four nodes
-    with control_plane.client() as creator_http:
-        creator = threading.Thread(target=create_pods, args=(creator_http, namespace, names))
-        creator.start()
-        wait_until(
-            "ten pods bound by the first leader",
-            lambda: sum(1 for p in list_pods(kube, namespace) if bound_node(p)) >= 10,
-            60,
-        )
+    with creating_pods(control_plane, namespace, names):
+        wait_bound_count(kube, namespace, 10, "ten pods bound by the first leader")
         first.process.kill()  # mid-run, no Lease release
         first.process.wait()
-        creator.join()
     wait_all_bound(kube, namespace, names)
     assert check(kube.get(lease_path))["spec"]["holderIdentity"] == "replica-b"
     assert_consistent(list_pods(kube, namespace), 8)
@@ -157,16 +185,9 @@ def test_apiserver_restart_mid_run_loses_and_duplicates_nothing(
     gpu_nodes(2, gpus=8)
     scheduler = schedulers.start("replica-a", "--no-leader-elect")
     names = [f"p{i}" for i in range(16)]
-    with control_plane.client() as creator_http:
-        creator = threading.Thread(target=create_pods, args=(creator_http, namespace, names))
-        creator.start()
-        wait_until(
-            "four pods bound",
-            lambda: sum(1 for p in list_pods(kube, namespace) if bound_node(p)) >= 4,
-            60,
-        )
+    with creating_pods(control_plane, namespace, names):
+        wait_bound_count(kube, namespace, 4, "four pods bound")
         control_plane.restart_apiserver(down_s=2.0)  # pods keep being created around it
-        creator.join()
     with control_plane.client() as fresh:
         wait_all_bound(fresh, namespace, names)
         assert_consistent(list_pods(fresh, namespace), 8)
@@ -192,13 +213,7 @@ def test_expired_watch_relists_and_loses_no_pod(uncached_plane: ControlPlane) ->
     plane = uncached_plane
     namespace = "expiry"
     with plane.client() as http:
-        check(http.post("/api/v1/namespaces", json={"metadata": {"name": namespace}}))
-        check(
-            http.post(
-                f"/api/v1/namespaces/{namespace}/serviceaccounts",
-                json={"metadata": {"name": "default"}},
-            )
-        )
+        create_namespace(http, namespace)
         for i in range(2):
             create_node(http, node_manifest(f"expiry-{i}", gpus=8))
         for i in range(2):
@@ -245,17 +260,6 @@ def test_expired_watch_relists_and_loses_no_pod(uncached_plane: ControlPlane) ->
         assert code == 0
 
 
-def _priority_class(kube: httpx.Client, name: str, value: int) -> None:
-    path = f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}"
-    if kube.get(path).status_code == 404:
-        check(
-            kube.post(
-                "/apis/scheduling.k8s.io/v1/priorityclasses",
-                json={"metadata": {"name": name}, "value": value},
-            )
-        )
-
-
 def _events_of(kube: httpx.Client, namespace: str, pod: str, reason: str) -> list[str]:
     events = check(kube.get(f"/api/v1/namespaces/{namespace}/events"))["items"]
     return [
@@ -278,10 +282,9 @@ def test_a_new_leader_keeps_the_evictors_the_old_one_stored(
     same ``v``: the bar B kept came from what A stored."""
     if kube.get(f"/api/v1/namespaces/{LEASE_NS}").status_code == 404:
         check(kube.post("/api/v1/namespaces", json={"metadata": {"name": LEASE_NS}}))
-    _priority_class(kube, "gpusched-e2e-high", 1000)
-    _priority_class(kube, "gpusched-e2e-higher", 2000)
-    profile = control_plane.workdir / "preempt-now.yaml"
-    profile.write_text(PREEMPT_NOW_PROFILE)
+    ensure_priority_class(kube, HIGH, 1000)
+    ensure_priority_class(kube, "gpusched-e2e-higher", 2000)
+    profile = preempt_now_profile(control_plane, "preempt-now.yaml")
     gpu_nodes(1, gpus=8)
     tag = uuid.uuid4().hex[:6]
     lease, state = f"carry-{tag}", f"state-{tag}"
@@ -291,18 +294,12 @@ def test_a_new_leader_keeps_the_evictors_the_old_one_stored(
     began = time.time()
 
     first = schedulers.start("replica-a", *flags, "--state-configmap", state)
-    wait_until(
-        "replica-a holding the Lease",
-        lambda: kube.get(lease_path).json().get("spec", {}).get("holderIdentity") == "replica-a",
-        60,
-    )
+    wait_holder(kube, lease_path, "replica-a")
     second = schedulers.start("replica-b", *flags, "--state-configmap", state)
-    check(kube.post(pods_path(namespace), json=pod_manifest("v", gpus=8)))
-    wait_for(kube, pods_path(namespace), "v", lambda p: bool(bound_node(p)), 60)
-    high = pod_manifest("h", gpus=8)
-    high["spec"]["priorityClassName"] = "gpusched-e2e-high"
-    check(kube.post(pods_path(namespace), json=high))
-    wait_for(kube, pods_path(namespace), "h", lambda p: bool(bound_node(p)), 60)
+    create_pod(kube, namespace, pod_manifest("v", gpus=8))
+    wait_bound(kube, namespace, "v")
+    create_pod(kube, namespace, pod_manifest("h", gpus=8, priority_class=HIGH))
+    wait_bound(kube, namespace, "h")
     assert any(f"for {namespace}/h" in m for m in _events_of(kube, namespace, "v", "Preempted"))
 
     # What A stored: v was evicted for h, at a wall-clock time (Unix seconds).
@@ -334,16 +331,8 @@ def test_a_new_leader_keeps_the_evictors_the_old_one_stored(
     )
     wait_until("v gone", lambda: kube.get(pods_path(namespace, "v")).status_code == 404, 60)
     # v comes back (its controller re-creating it), now ahead of h in priority.
-    again = pod_manifest("v", gpus=8)
-    again["spec"]["priorityClassName"] = "gpusched-e2e-higher"
-    check(kube.post(pods_path(namespace), json=again))
-    waiting = wait_for(
-        kube,
-        pods_path(namespace),
-        "v",
-        lambda p: (condition(p, "PodScheduled") or {}).get("reason") == "Unschedulable",
-        60,
-    )
+    create_pod(kube, namespace, pod_manifest("v", gpus=8, priority_class="gpusched-e2e-higher"))
+    waiting = wait_for(kube, pods_path(namespace), "v", unschedulable, 60)
     assert not bound_node(waiting)
     # B's cycle reported v unschedulable instead of evicting h for it: h runs on.
     h_now = check(kube.get(pods_path(namespace, "h")))
@@ -355,7 +344,7 @@ def test_a_new_leader_keeps_the_evictors_the_old_one_stored(
 
     # C, without the state, sees only priorities: it evicts h for v.
     schedulers.start("replica-c", *flags, "--state-configmap", "")
-    wait_for(kube, pods_path(namespace), "v", lambda p: bool(bound_node(p)), 60)
+    wait_bound(kube, namespace, "v")
     assert any(f"for {victim}" in m for m in _events_of(kube, namespace, "h", "Preempted"))
 
 

@@ -82,29 +82,48 @@ def test_workload_file_naming_classes_needs_its_config(tmp_path: Path) -> None:
     assert "--config" in result.stderr
 
 
+TWO_H100_NODES = (
+    "nodes:\n"
+    "  - {name: a, cpu: 64, memory: 512Gi, gpus: 8, gpu_model: H100}\n"
+    "  - {name: b, cpu: 64, memory: 512Gi, gpus: 8, gpu_model: H100}\n"
+)
+
+
+def explain_inputs(tmp_path: Path, *, workload: str, config: str) -> list[str]:
+    """Write two 8-GPU nodes, ``workload`` and the scheduling ``config``; return the flags."""
+    args: list[str] = []
+    for flag, name, text in (
+        ("--cluster", "c.yaml", TWO_H100_NODES),
+        ("--workload", "w.yaml", workload),
+        ("--config", "q.yaml", config),
+    ):
+        (tmp_path / name).write_text(text)
+        args += [flag, str(tmp_path / name)]
+    return args
+
+
+def explained(job: str, args: list[str]) -> str:
+    """``gpusched explain job``'s output (exit 0), its whitespace runs made single spaces."""
+    result = gpusched("explain", job, *args)
+    assert result.returncode == 0, result.stderr
+    return " ".join(result.stdout.split())
+
+
 def test_explain_a_pending_job_gives_needs_nodes_quota_and_start(tmp_path: Path) -> None:
     # Two 8-GPU nodes; `big` (2 x 8 GPUs, team-b guaranteed 16) arrives while `small` (team-a,
     # borrowing) holds 4 GPUs of one node.
-    cluster = tmp_path / "c.yaml"
-    cluster.write_text(
-        "nodes:\n"
-        "  - {name: a, cpu: 64, memory: 512Gi, gpus: 8, gpu_model: H100}\n"
-        "  - {name: b, cpu: 64, memory: 512Gi, gpus: 8, gpu_model: H100}\n"
+    args = explain_inputs(
+        tmp_path,
+        workload=(
+            "jobs:\n"
+            "  - {name: small, submit: 0, duration: 3600, cpu: 4, memory: 32Gi, gpus: 4,"
+            " queue: team-a}\n"
+            "  - {name: big, submit: 10, duration: 600, replicas: 2, cpu: 4, memory: 32Gi, gpus: 8,"
+            " queue: team-b, runtime_estimate: 600}\n"
+        ),
+        config="queues:\n  - {name: team-a}\n  - {name: team-b, guaranteed: {gpu: 16}}\n",
     )
-    workload = tmp_path / "w.yaml"
-    workload.write_text(
-        "jobs:\n"
-        "  - {name: small, submit: 0, duration: 3600, cpu: 4, memory: 32Gi, gpus: 4,"
-        " queue: team-a}\n"
-        "  - {name: big, submit: 10, duration: 600, replicas: 2, cpu: 4, memory: 32Gi, gpus: 8,"
-        " queue: team-b, runtime_estimate: 600}\n"
-    )
-    config = tmp_path / "q.yaml"
-    config.write_text("queues:\n  - {name: team-a}\n  - {name: team-b, guaranteed: {gpu: 16}}\n")
-    args = ["--cluster", str(cluster), "--workload", str(workload), "--config", str(config)]
-    result = gpusched("explain", "big", *args)
-    assert result.returncode == 0, result.stderr
-    text = " ".join(result.stdout.split())
+    text = explained("big", args)
     assert "big is pending at t=10 s" in text
     assert "gang: 2 of 2 pod(s) must start together" in text
     assert "2 pod(s) of 4 CPU, 32.0 GiB memory, 8 x whole GPU" in text
@@ -128,31 +147,23 @@ def test_explain_shows_the_quota_hold_of_a_job_waiting_to_borrow(tmp_path: Path)
     # team-b (guaranteed 8) uses 6 of 16 GPUs; `big` (team-a, guaranteed 8) needs 12: 4 beyond
     # its guarantee, and only team-b's idle 2 may be borrowed. It holds the pool until b-short
     # (4 GPUs, expected to end at t=2000) is done.
-    cluster = tmp_path / "c.yaml"
-    cluster.write_text(
-        "nodes:\n"
-        "  - {name: a, cpu: 64, memory: 512Gi, gpus: 8, gpu_model: H100}\n"
-        "  - {name: b, cpu: 64, memory: 512Gi, gpus: 8, gpu_model: H100}\n"
+    args = explain_inputs(
+        tmp_path,
+        workload=(
+            "jobs:\n"
+            "  - {name: b-short, submit: 0, duration: 2000, runtime_estimate: 2000, cpu: 4,"
+            " memory: 32Gi, gpus: 4, queue: team-b}\n"
+            "  - {name: b-long, submit: 0, duration: 5000, runtime_estimate: 5000, cpu: 4,"
+            " memory: 32Gi, gpus: 2, queue: team-b}\n"
+            "  - {name: big, submit: 10, duration: 600, replicas: 3, cpu: 4, memory: 32Gi, gpus: 4,"
+            " queue: team-a, runtime_estimate: 600}\n"
+        ),
+        config=(
+            "queues:\n  - {name: team-a, guaranteed: {gpu: 8}}\n"
+            "  - {name: team-b, guaranteed: {gpu: 8}}\n"
+        ),
     )
-    workload = tmp_path / "w.yaml"
-    workload.write_text(
-        "jobs:\n"
-        "  - {name: b-short, submit: 0, duration: 2000, runtime_estimate: 2000, cpu: 4,"
-        " memory: 32Gi, gpus: 4, queue: team-b}\n"
-        "  - {name: b-long, submit: 0, duration: 5000, runtime_estimate: 5000, cpu: 4,"
-        " memory: 32Gi, gpus: 2, queue: team-b}\n"
-        "  - {name: big, submit: 10, duration: 600, replicas: 3, cpu: 4, memory: 32Gi, gpus: 4,"
-        " queue: team-a, runtime_estimate: 600}\n"
-    )
-    config = tmp_path / "q.yaml"
-    config.write_text(
-        "queues:\n  - {name: team-a, guaranteed: {gpu: 8}}\n"
-        "  - {name: team-b, guaranteed: {gpu: 8}}\n"
-    )
-    args = ["--cluster", str(cluster), "--workload", str(workload), "--config", str(config)]
-    result = gpusched("explain", "big", *args)
-    assert result.returncode == 0, result.stderr
-    text = " ".join(result.stdout.split())
+    text = explained("big", args)
     assert "the job needs 4 GPUs beyond it and only 2 can be borrowed now" in text
     assert "quota hold: it needs 2 more borrowable GPUs, expected by t=2,000 s" in text
     # The hold's holder reserves its nodes too, from the hold's end.
@@ -242,12 +253,33 @@ def test_bad_flags_exit_2_with_the_fix(args: list[str], expected: str) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_bad_profile_field_names_line(tmp_path: Path) -> None:
-    path = tmp_path / "p.yaml"
-    path.write_text("name: x\nscores:\n  - name: fgd\n    weight: -1\n")
-    result = gpusched("simulate", "--profile", str(path))
+@pytest.mark.parametrize(
+    ("flag", "name", "content", "expected"),
+    [
+        pytest.param(
+            "--profile",
+            "p.yaml",
+            "name: x\nscores:\n  - name: fgd\n    weight: -1\n",
+            ":4: field 'scores[0].weight'",
+            id="profile",
+        ),
+        pytest.param(
+            "--workload",
+            "w.yaml",
+            "jobs:\n  - name: a\n    cpu: 4\n    memory: 8Zi\n",
+            ":4: field 'jobs[0].memory'",
+            id="workload",
+        ),
+    ],
+)
+def test_bad_yaml_field_names_file_line_and_key(
+    tmp_path: Path, flag: str, name: str, content: str, expected: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(content)
+    result = gpusched("simulate", flag, str(path))
     assert result.returncode == 2
-    assert f"{path}:4: field 'scores[0].weight'" in result.stderr
+    assert f"{path}{expected}" in result.stderr
 
 
 def test_unknown_plugin_in_profile_lists_known_ones(tmp_path: Path) -> None:
@@ -257,14 +289,6 @@ def test_unknown_plugin_in_profile_lists_known_ones(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "unknown plugin 'fancy'" in result.stderr
     assert "best-fit" in result.stderr
-
-
-def test_bad_workload_yaml_names_the_key_line(tmp_path: Path) -> None:
-    path = tmp_path / "w.yaml"
-    path.write_text("jobs:\n  - name: a\n    cpu: 4\n    memory: 8Zi\n")
-    result = gpusched("simulate", "--workload", str(path))
-    assert result.returncode == 2
-    assert f"{path}:4: field 'jobs[0].memory'" in result.stderr
 
 
 def test_bench_gangs_runs_every_policy_and_gang_policies_never_leave_gangs_partial() -> None:

@@ -42,7 +42,6 @@ from hypothesis import strategies as st
 from builders import make_job, make_node
 from gpusched.framework import (
     Action,
-    ClusterState,
     Plan,
     PluginContext,
     Profile,
@@ -65,6 +64,8 @@ from gpusched.model import (
 )
 from gpusched.scheduler import build_profile, policy_spec
 from gpusched.sim import SimOptions, Simulation
+
+from .invariants import check_no_overcommit
 
 MODELS = ("G2", "T4")
 MIN_RUNTIME_S = 300.0  # the preempt and reclaim defaults of the gpusched profile
@@ -227,23 +228,6 @@ def probed(profile: Profile, cycles: list[CycleRecord]) -> Profile:
         actions.append(action)
     actions.append(Probe("probe-end", end))
     return replace(profile, actions=tuple(actions))
-
-
-def check_no_overcommit(state: ClusterState) -> None:
-    cpu = state.cpu_cap.copy()
-    mem = state.mem_cap.copy()
-    gpu = state.gpu_cap.astype("int64")
-    for alloc in state.allocations.values():
-        cpu[alloc.node] -= alloc.cpu_milli
-        mem[alloc.node] -= alloc.memory_mib
-        for g in alloc.gpus:
-            gpu[alloc.node, g] -= alloc.gpu_milli
-    assert (cpu >= 0).all(), f"CPU over-committed: {cpu.tolist()}"
-    assert (mem >= 0).all(), f"memory over-committed: {mem.tolist()}"
-    assert (gpu >= 0).all(), f"GPU share over-committed: {gpu.tolist()}"
-    assert cpu.tolist() == state.cpu_free.tolist()
-    assert mem.tolist() == state.mem_free.tolist()
-    assert gpu.tolist() == state.gpu_free.tolist()
 
 
 def check_gangs(sim: Simulation) -> None:

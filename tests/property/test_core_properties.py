@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from builders import cycle_context, fgd_cache_mismatches, gang_policies, policy_profile
+from builders import (
+    cycle_context,
+    fgd_cache_mismatches,
+    gang_policies,
+    policy_profile,
+    state_contents,
+)
 from gpusched.framework import ClusterState, Snapshot, Statement
 from gpusched.model import Job, JobId, Node, Task, TaskId
 from gpusched.plugins.fgd import Fgd
@@ -20,18 +26,6 @@ from gpusched.scheduler import POLICIES, schedule
 from .strategies import jobs, nodes
 
 ALL_POLICIES = sorted(POLICIES)
-
-
-def contents(state: ClusterState) -> tuple[object, ...]:
-    return (
-        state.cpu_free.tolist(),
-        state.mem_free.tolist(),
-        state.gpu_free.tolist(),
-        state.gpu_idle.tolist(),
-        state.shape_count.tolist(),
-        state.version.tolist(),
-        sorted(state.allocations.items()),
-    )
 
 
 def preload(state: ClusterState, workload: list[Job], seed: int) -> list[Task]:
@@ -60,12 +54,12 @@ def test_one_cycle_is_pure_and_places_gangs_whole(
 ) -> None:
     state = ClusterState.from_nodes(cluster)
     preload(state, background, seed)
-    before = contents(state)
+    before = state_contents(state)
     snapshot = Snapshot(state, tuple(workload), now=1.0, seed=seed)
     profile = policy_profile(policy, [t.shape for j in workload for t in j.tasks])
     plan = schedule(snapshot, profile)
 
-    assert contents(state) == before
+    assert state_contents(state) == before
     assert snapshot.pending == tuple(workload)
     # Every job is bound or pending with a reason; under a gang policy never both, and a bound
     # job has exactly min_available tasks placed.
@@ -93,7 +87,7 @@ def test_statement_rollback_restores_the_state_exactly(
 ) -> None:
     state = ClusterState.from_nodes(cluster)
     preload(state, background, seed)
-    before = contents(state)[:-2] + contents(state)[-1:]  # all but version stamps
+    before = state_contents(state, versions=False)
     stmt = Statement(state)
     rng = random.Random(seed)
     fit = NodeResourcesFit()
@@ -105,8 +99,7 @@ def test_statement_rollback_restores_the_state_exactly(
                 cand = np.flatnonzero(state.gpu_free[node] >= task.shape.gpu_milli)
                 stmt.allocate(task, node, tuple(int(g) for g in cand[: task.shape.num_gpu]))
     stmt.rollback()
-    after = contents(state)
-    assert after[:-2] + after[-1:] == before
+    assert state_contents(state, versions=False) == before
 
 
 @given(cluster=nodes(max_nodes=6), workload=jobs(max_jobs=20), seed=st.integers(0, 99))

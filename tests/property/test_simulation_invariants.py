@@ -14,27 +14,15 @@ from gpusched.model import Job, JobId, Node
 from gpusched.scheduler import POLICIES
 from gpusched.sim import SimOptions, Simulation
 
+from .invariants import check_no_overcommit
 from .strategies import jobs, nodes
 
 ALL_POLICIES = sorted(POLICIES)
 
 
-def check_no_overcommit(state: ClusterState) -> None:
-    """Free resources are within capacity and equal capacity minus what allocations hold."""
-    cpu = state.cpu_cap.copy()
-    mem = state.mem_cap.copy()
-    gpu = state.gpu_cap.astype("int64")
-    for alloc in state.allocations.values():
-        cpu[alloc.node] -= alloc.cpu_milli
-        mem[alloc.node] -= alloc.memory_mib
-        for g in alloc.gpus:
-            gpu[alloc.node, g] -= alloc.gpu_milli
-    assert (cpu >= 0).all(), f"CPU over-committed: {cpu.tolist()}"
-    assert (mem >= 0).all(), f"memory over-committed: {mem.tolist()}"
-    assert (gpu >= 0).all(), f"GPU share over-committed: {gpu.tolist()}"
-    assert cpu.tolist() == state.cpu_free.tolist()
-    assert mem.tolist() == state.mem_free.tolist()
-    assert gpu.tolist() == state.gpu_free.tolist()
+def check_state(state: ClusterState) -> None:
+    """Nothing over-committed, and each node's idle GPU share is the sum of its GPUs' free."""
+    check_no_overcommit(state)
     assert state.gpu_idle.tolist() == state.gpu_free.sum(axis=1).tolist()
 
 
@@ -63,7 +51,7 @@ def run(
     def observe(sim: Simulation) -> None:
         nonlocal cycles
         cycles += 1
-        check_no_overcommit(sim.state)
+        check_state(sim.state)
         if gangs:
             check_gangs_whole(sim.state, by_id)
         check_models(sim.state, by_id)

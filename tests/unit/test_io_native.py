@@ -5,6 +5,7 @@ and field."""
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -269,6 +270,19 @@ def test_dump_refuses_jobs_the_format_cannot_express(tmp_path: Path) -> None:
         dump_workload([odd], tmp_path / "w.yaml")
 
 
+def load_error(
+    load: Callable[[Path], object], path: Path, text: str, *, line: int, field: str, says: str
+) -> TraceError:
+    """Write ``text`` to ``path``; ``load`` must refuse it naming the file, ``line`` and
+    ``field``, with ``says`` in the problem. Returns the error."""
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(TraceError) as err:
+        load(path)
+    assert (err.value.path, err.value.line, err.value.field) == (str(path), line, field)
+    assert says in err.value.problem
+    return err.value
+
+
 JOB_HEAD = "jobs:\n  - name: j\n    cpu: 1\n    memory: 1Gi\n"
 
 
@@ -372,12 +386,8 @@ def test_bad_job_constraints_name_file_line_and_field(
     tmp_path: Path, body: str, line: int, field: str, says: str
 ) -> None:
     path = tmp_path / "w.yaml"
-    path.write_text(JOB_HEAD + body, encoding="utf-8")
-    with pytest.raises(TraceError) as err:
-        load_workload(path)
-    assert (err.value.path, err.value.line, err.value.field) == (str(path), line, field)
-    assert says in err.value.problem
-    assert str(err.value).startswith(f"{path}:{line}: field '{field}': ")
+    error = load_error(load_workload, path, JOB_HEAD + body, line=line, field=field, says=says)
+    assert str(error).startswith(f"{path}:{line}: field '{field}': ")
 
 
 NODE_HEAD = "nodes:\n  - name: a\n    cpu: 8\n    memory: 8Gi\n"
@@ -416,12 +426,9 @@ NODE_HEAD = "nodes:\n  - name: a\n    cpu: 8\n    memory: 8Gi\n"
 def test_bad_taints_name_file_line_and_field(
     tmp_path: Path, body: str, line: int, field: str, says: str
 ) -> None:
-    path = tmp_path / "c.yaml"
-    path.write_text(NODE_HEAD + body, encoding="utf-8")
-    with pytest.raises(TraceError) as err:
-        load_cluster(path)
-    assert (err.value.path, err.value.line, err.value.field) == (str(path), line, field)
-    assert says in err.value.problem
+    load_error(
+        load_cluster, tmp_path / "c.yaml", NODE_HEAD + body, line=line, field=field, says=says
+    )
 
 
 def test_bad_csv_constraint_cell_names_line_and_column(tmp_path: Path) -> None:

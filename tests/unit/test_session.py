@@ -14,24 +14,13 @@ from builders import (
     occupy,
     policy_profile,
     run_cycle,
+    state_contents,
 )
 from gpusched.framework import Cause, ClusterState, Code, Plan, Snapshot, Status
 from gpusched.model import Job, JobId, Task, TaskId
 from gpusched.scheduler import POLICIES, schedule
 
 ALL_POLICIES = sorted(POLICIES)
-
-
-def state_of(state: ClusterState) -> tuple[object, ...]:
-    return (
-        state.cpu_free.tolist(),
-        state.mem_free.tolist(),
-        state.gpu_free.tolist(),
-        state.gpu_idle.tolist(),
-        state.shape_count.tolist(),
-        state.version.tolist(),
-        sorted(state.allocations.items()),
-    )
 
 
 def gpu_pair() -> ClusterState:
@@ -263,14 +252,14 @@ def test_schedule_does_not_change_the_snapshot_and_repeats_itself(policy: str) -
         )
     )
     snapshot = Snapshot(state, jobs, now=3.0, seed=5)
-    before = state_of(state)
+    before = state_contents(state)
     profile = policy_profile(policy, [t.shape for j in jobs for t in j.tasks])
     first = schedule(snapshot, profile)
-    assert state_of(state) == before
+    assert state_contents(state) == before
     assert snapshot.pending == jobs
     second = schedule(snapshot, profile)
     assert second == first
-    assert state_of(state) == before
+    assert state_contents(state) == before
     assert first.bound_jobs() == {"share", "gang", "cpu"}
     assert set(first.pending) == {"big"}
     # The plan applies cleanly to the snapshot's state.

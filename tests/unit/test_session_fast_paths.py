@@ -3,6 +3,7 @@ and the quota answer "could never be admitted" kept for the cycle."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import cast
 
@@ -53,18 +54,23 @@ class _Fixed:
         return self.values
 
 
+def _scoring_session(plugins: Sequence[tuple[ScorePlugin, float]]) -> Session:
+    """A session on 64 idle 8-GPU nodes whose profile's scores are ``plugins``."""
+    state = make_state(*(make_node(f"n{i}").gpus(8) for i in range(64)))
+    profile = replace(policy_profile("fgd"), scores=tuple(plugins))
+    return Session(Snapshot(state, ()), profile, cycle_context())
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_node_scores_equal_the_fresh_array_sum(seed: int) -> None:
     rng = np.random.default_rng(seed)
-    state = make_state(*(make_node(f"n{i}").gpus(8) for i in range(64)))
     plugins = [
         (_Fixed(rng.normal(size=64) * 100), 1.0),
         (_Fixed(rng.integers(0, 100, 64).astype(np.float32)), 8.0),
         (_Fixed(np.zeros(64)), 0.2),
         (_Fixed(rng.random(64) * 1e-3), 2.0),
     ]
-    profile = replace(policy_profile("fgd"), scores=tuple(plugins))
-    session = Session(Snapshot(state, ()), profile, cycle_context())
+    session = _scoring_session(plugins)
     task = make_task().gpus(1).build()
     feasible = rng.random(64) < 0.7
     total = np.zeros(64)
@@ -304,14 +310,12 @@ def test_scores_that_are_zero_everywhere_are_skipped_without_changing_picks(
     kinds: tuple[str, ...], seed: int
 ) -> None:
     rng = np.random.default_rng(seed)
-    state = make_state(*(make_node(f"n{i}").gpus(8) for i in range(64)))
     plugins: list[tuple[ScorePlugin, float]] = []
     for i, kind in enumerate(kinds):
         values = rng.integers(-3, 4, 64).astype(np.float32 if kind == "f32" else np.float64)
         made: ScorePlugin = _Zero() if kind == "zero" else _Fixed(cast("FloatArray", values))
         plugins.append((made, 1.0 if i == 0 else 0.5))
-    profile = replace(policy_profile("fgd"), scores=tuple(plugins))
-    session = Session(Snapshot(state, ()), profile, cycle_context())
+    session = _scoring_session(plugins)
     task = make_task().gpus(1).build()
     feasible = rng.random(64) < 0.6
     total = np.zeros(64)

@@ -4,21 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from builders import make_node, make_state, make_task, occupy
+from builders import make_node, make_state, make_task, occupy, state_contents
 from gpusched.errors import InvariantError
 from gpusched.framework import ClusterState, Statement
 from gpusched.model import TaskId
 
 
 def snapshot_of(state: ClusterState) -> tuple[object, ...]:
-    return (
-        state.cpu_free.tolist(),
-        state.mem_free.tolist(),
-        state.gpu_free.tolist(),
-        state.gpu_idle.tolist(),
-        state.shape_count.tolist(),
-        sorted(state.allocations.items()),
-    )
+    return state_contents(state, versions=False)
 
 
 def cluster() -> ClusterState:

@@ -53,8 +53,15 @@ def mask(*gpus: int) -> int:
 GOOD = NodeTopology.build(devices([0, 0, 1, 1]), (32_000, 32_000), nvlink_domains=[(0, 1), (2, 3)])
 
 
-def _with_links(rows: list[list[int]]) -> NodeTopology:
-    return NodeTopology.from_matrix(devices([0, 0, 1, 1]), (32_000, 32_000), rows)
+def _with_links(rows: list[list[int]]) -> Node:
+    """Node n1 on four GPUs in two NUMA nodes, linked as ``rows`` say."""
+    return topo_node(NodeTopology.from_matrix(devices([0, 0, 1, 1]), (32_000, 32_000), rows))
+
+
+def _good_topology_on_gpus(count: int, model: str) -> Node:
+    """Node n1 with ``count`` 80 GB GPUs of ``model`` under GOOD (four H100s)."""
+    gpus = make_node("x").gpus(count, model=model, memory_mib=81920).build().gpus
+    return Node(make_node("n1").build().name, 64_000, 1024, gpus, topology=GOOD)
 
 
 BAD_TOPOLOGIES = [
@@ -85,54 +92,38 @@ BAD_TOPOLOGIES = [
         id="nvlink-peer-out-of-range",
     ),
     pytest.param(
-        lambda: topo_node(_with_links([[X, NV, SYS], [NV, X, SYS], [SYS, SYS, X], [0, 0, 0]])),
+        lambda: _with_links([[X, NV, SYS], [NV, X, SYS], [SYS, SYS, X], [0, 0, 0]]),
         "field 'topology.links': got a 4x3/3/3/3 matrix; expected 4x4",
         id="matrix-not-square",
     ),
     pytest.param(
-        lambda: topo_node(
-            _with_links(
-                [[X, NV, SYS, SYS], [NODE, X, SYS, SYS], [SYS, SYS, X, NV], [SYS] * 3 + [X]]
-            )
+        lambda: _with_links(
+            [[X, NV, SYS, SYS], [NODE, X, SYS, SYS], [SYS, SYS, X, NV], [SYS] * 3 + [X]]
         ),
         "field 'topology.links[0][1]': got NVLINK but links[1][0] is NODE; expected a symmetric",
         id="matrix-not-symmetric",
     ),
     pytest.param(
-        lambda: topo_node(
-            _with_links(
-                [[X, NV, PCIE, SYS], [NV, X, SYS, SYS], [PCIE, SYS, X, NV], [SYS] * 3 + [X]]
-            )
+        lambda: _with_links(
+            [[X, NV, PCIE, SYS], [NV, X, SYS, SYS], [PCIE, SYS, X, NV], [SYS] * 3 + [X]]
         ),
         "field 'topology.links[0][2]': got PCIE; expected SYS or NVLINK (GPU 0: NUMA 0",
         id="pcie-class-contradicts-numa",
     ),
     pytest.param(
-        lambda: topo_node(
-            _with_links([[NV, NV, SYS, SYS], [NV, X, SYS, SYS], [SYS, SYS, X, NV], [SYS] * 3 + [X]])
+        lambda: _with_links(
+            [[NV, NV, SYS, SYS], [NV, X, SYS, SYS], [SYS, SYS, X, NV], [SYS] * 3 + [X]]
         ),
         "field 'topology.links[0][0]': got NVLINK; expected SELF exactly on the diagonal",
         id="diagonal-not-self",
     ),
     pytest.param(
-        lambda: Node(
-            make_node("n1").build().name,
-            64_000,
-            1024,
-            make_node("x").gpus(3, model="H100", memory_mib=81920).build().gpus,
-            topology=GOOD,
-        ),
+        lambda: _good_topology_on_gpus(3, "H100"),
         "node 'n1': field 'topology.devices': got 4 GPUs; expected the node's 3",
         id="gpu-count-mismatch",
     ),
     pytest.param(
-        lambda: Node(
-            make_node("n1").build().name,
-            64_000,
-            1024,
-            make_node("x").gpus(4, model="A100", memory_mib=81920).build().gpus,
-            topology=GOOD,
-        ),
+        lambda: _good_topology_on_gpus(4, "A100"),
         "field 'topology.devices[0].model': got 'H100'; expected 'A100'",
         id="gpu-model-mismatch",
     ),
@@ -155,7 +146,7 @@ def test_inconsistent_topology_is_a_config_error_naming_node_and_field(
 
 def test_a_valid_matrix_equals_the_one_built_from_domains() -> None:
     rows = [[X, NV, SYS, SYS], [NV, X, SYS, SYS], [SYS, SYS, X, NV], [SYS, SYS, NV, X]]
-    assert topo_node(_with_links(rows)).topology == NodeTopology.from_matrix(
+    assert _with_links(rows).topology == NodeTopology.from_matrix(
         GOOD.devices, GOOD.numa_cpu_milli, GOOD.links
     )
     assert GOOD.links == tuple(tuple(r) for r in rows)

@@ -57,6 +57,43 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], best: int | No
     return "".join(out)
 
 
+def _write(path: str | Path, title: str, subtitle: str, body: Sequence[str]) -> None:
+    Path(path).write_text(_page(title, subtitle, "".join(body)), encoding="utf-8")
+
+
+_Series = Mapping[str, tuple[Sequence[float], Sequence[float]]]
+
+
+def _alloc_and_frag_charts(
+    alloc: _Series,
+    frag: _Series,
+    *,
+    over: str,
+    xlabel: str,
+    alloc_ylabel: str,
+    xlim: tuple[float, float] | None = None,
+) -> list[str]:
+    """The GPU allocation (0-100 %) and fragmentation charts both reports draw, ``over`` the
+    same x axis."""
+    return [
+        line_chart(
+            alloc,
+            title=f"GPU allocation {over}",
+            xlabel=xlabel,
+            ylabel=alloc_ylabel,
+            xlim=xlim,
+            ylim=(0, 100),
+        ),
+        line_chart(
+            frag,
+            title=f"Fragmentation {over}",
+            xlabel=xlabel,
+            ylabel="fragmented GPU % of capacity",
+            xlim=xlim,
+        ),
+    ]
+
+
 BENCH_HEADERS = (
     "policy",
     "allocation %",
@@ -116,11 +153,7 @@ def bench_report(
         "<p class='note'>Mean ± population std over seeds "
         f"{html.escape(_seed_text(seeds))}. The KPI is the share of the cluster's GPU capacity "
         "allocated when the arrived GPU request first reaches 100% of capacity.</p>",
-        _table(
-            BENCH_HEADERS,
-            rows,
-            best,
-        ),
+        _table(BENCH_HEADERS, rows, best),
         "<div class='chart'>",
         bar_chart(
             names,
@@ -130,27 +163,17 @@ def bench_report(
             ylabel="GPU allocation %",
             ylim=(max(lo, 0), 100),
         ),
-        line_chart(
+        *_alloc_and_frag_charts(
             alloc,
-            title="GPU allocation vs arrived load",
-            xlabel="arrived GPU load %",
-            ylabel="allocated %",
-            xlim=(0, 130),
-            ylim=(0, 100),
-        ),
-        line_chart(
             frag_series,
-            title="Fragmentation vs arrived load",
+            over="vs arrived load",
             xlabel="arrived GPU load %",
-            ylabel="fragmented GPU % of capacity",
+            alloc_ylabel="allocated %",
             xlim=(0, 130),
         ),
         "</div>",
     ]
-    Path(path).write_text(
-        _page(f"openb benchmark: {workload}", f"{len(seeds)} seeds", "".join(body)),
-        encoding="utf-8",
-    )
+    _write(path, f"openb benchmark: {workload}", f"{len(seeds)} seeds", body)
 
 
 def _seed_text(seeds: Sequence[int]) -> str:
@@ -191,18 +214,12 @@ def simulate_report(path: str | Path, title: str, runs: Sequence[SimRun]) -> Non
         "<h2>Summary</h2>",
         _table(headers, rows),
         "<div class='chart'>",
-        line_chart(
+        *_alloc_and_frag_charts(
             alloc,
-            title="GPU allocation over time",
-            xlabel="hours",
-            ylabel="requested GPU % of capacity",
-            ylim=(0, 100),
-        ),
-        line_chart(
             frag,
-            title="Fragmentation over time",
+            over="over time",
             xlabel="hours",
-            ylabel="fragmented GPU % of capacity",
+            alloc_ylabel="requested GPU % of capacity",
         ),
         line_chart(
             waits,
@@ -213,6 +230,4 @@ def simulate_report(path: str | Path, title: str, runs: Sequence[SimRun]) -> Non
         ),
         "</div>",
     ]
-    Path(path).write_text(
-        _page(title, ", ".join(r.policy for r in runs), "".join(body)), encoding="utf-8"
-    )
+    _write(path, title, ", ".join(r.policy for r in runs), body)
