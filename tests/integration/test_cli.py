@@ -342,6 +342,12 @@ def test_bench_cycle_reports_one_timed_cycle_per_policy_and_phase() -> None:
         assert 0 <= r["jobs_left_pending"] <= 60
     cold = payload["results"][0]
     assert cold["binds"] > 0  # a tenth of the GPUs are free: the cold cycle places work
+    # Timings are only comparable on the same processor: the run says which one it was.
+    machine = payload["machine"]
+    assert machine["cores"] >= 1
+    assert machine["cpu"]
+    assert machine["python"].count(".") == 2
+    assert machine["numpy"]
 
 
 def test_bench_cycle_topology_times_gpusched_topo_and_gpusched_on_hgx_nodes() -> None:

@@ -25,6 +25,7 @@ from gpusched.scheduler import policy_spec
 from gpusched.sim.bench import run_bench
 from gpusched.sim.cycle_bench import PHASES, CycleResult, build_cycle_setup, time_cycle
 from gpusched.sim.gang_bench import GANG_POLICIES, gang_specs, run_gang_bench
+from gpusched.sim.machine import machine_info, machine_line
 
 __all__ = ["bench_app"]
 
@@ -137,7 +138,13 @@ def bench_gangs(
     if as_json:
         print(
             json.dumps(
-                {"workload": inputs.title, "queues": queues, "seed": seed, "results": results}
+                {
+                    "workload": inputs.title,
+                    "queues": queues,
+                    "seed": seed,
+                    "machine": machine_info(),
+                    "results": results,
+                }
             )
         )
         return
@@ -149,6 +156,7 @@ def bench_gangs(
     for key, label, fmt in SUMMARY_ROWS:
         table.add_row(label, *[fmt_value(r.get(key, 0), fmt) for r in results])
     out.print(table)
+    out.print(machine_line(machine_info()))
 
 
 @bench_app.command("cycle")
@@ -208,6 +216,7 @@ def bench_cycle(
     )
     results = time_cycle(setup, specs, repeat, chosen)
     rows = _cycle_rows(results)
+    machine = machine_info()
     head = {
         "nodes": nodes,
         "gpus": nodes * 8,
@@ -216,6 +225,7 @@ def bench_cycle(
         "pending": len(setup.snapshot.pending),
         "queues": with_queues,
         "topology": topology,
+        "machine": machine,
     }
     if as_json:
         print(json.dumps({**head, "results": rows}))
@@ -225,6 +235,7 @@ def bench_cycle(
         f"{len(setup.snapshot.running):,} running jobs), {len(setup.snapshot.pending):,} pending"
     )
     _print_cycle_table(rows)
+    out.print(machine_line(machine))
 
 
 def _cycle_rows(results: list[CycleResult]) -> list[dict[str, object]]:
