@@ -38,3 +38,25 @@ def test_unknown_calibration_exits_2_naming_the_choices(tmp_path: Path) -> None:
     assert "--calibration" in result.stderr
     assert "helios" in result.stderr
     assert not (tmp_path / "w.yaml").exists()
+
+
+def test_estimates_sets_the_share_of_users_who_declare_run_times(tmp_path: Path) -> None:
+    declared = {}
+    for share in ("0", "1"):
+        path = tmp_path / f"jobs-{share}.yaml"
+        result = gpusched(
+            "workload", "generate", "--jobs", "150", "--seed", "4", "--estimates", share,
+            "-o", str(path),
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        jobs = load_workload(path)
+        declared[share] = [j.runtime_estimate is not None for j in jobs]
+    assert not any(declared["0"])
+    assert all(declared["1"])
+
+
+def test_estimates_outside_zero_to_one_exits_2(tmp_path: Path) -> None:
+    result = gpusched("workload", "generate", "--estimates", "1.5", "-o", str(tmp_path / "w.yaml"))
+    assert result.returncode == 2
+    assert "--estimates" in result.stderr
+    assert not (tmp_path / "w.yaml").exists()

@@ -290,3 +290,9 @@ def test_default_scheduling_scales_to_other_models() -> None:
     assert tree is not None
     # 3/8, 1/8, 1/8 of 64 GPUs of a model no team names.
     assert [q.guaranteed[GPU] for q in tree] == [24_000, 8_000, 8_000]
+
+
+@pytest.mark.parametrize("share", [-0.1, 1.5])
+def test_an_estimates_share_outside_zero_to_one_is_refused(share: float) -> None:
+    with pytest.raises(ValueError, match="estimates"):
+        WorkloadParams(estimates=share)

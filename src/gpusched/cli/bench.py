@@ -15,7 +15,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpusched.cli.inputs import DEFAULT_LOAD, LoadOption, load_inputs, parse_seeds
+from gpusched.cli.inputs import (
+    DEFAULT_ESTIMATES,
+    DEFAULT_LOAD,
+    EstimatesOption,
+    LoadOption,
+    load_inputs,
+    parse_seeds,
+)
 from gpusched.cli.progress import progress_bar
 from gpusched.cli.summary import SUMMARY_ROWS, fmt_value
 from gpusched.errors import ConfigError
@@ -102,6 +109,7 @@ def bench_gangs(
     jobs: Annotated[int, typer.Option(min=1, help="Jobs to generate.")] = 5000,
     seed: Annotated[int, typer.Option(help="Seed of the workload and the runs.")] = 7,
     load: LoadOption = DEFAULT_LOAD,
+    estimates: EstimatesOption = DEFAULT_ESTIMATES,
     cluster: Annotated[
         str | None, typer.Option(help="Cluster file (default: the built-in cluster).")
     ] = None,
@@ -122,7 +130,7 @@ def bench_gangs(
     """A generated gang workload under kube-default, FIFO gangs and gpusched (with and without
     the backfill reservation)."""
     specs = gang_specs([p.strip() for p in policies.split(",") if p.strip()])
-    inputs = load_inputs(cluster, None, config, seed, jobs, load=load)
+    inputs = load_inputs(cluster, None, config, seed, jobs, load=load, estimates=estimates)
     tree = inputs.config.queues if queues else None
     with progress_bar(f"gang bench ({jobs:,} jobs)", len(specs), enabled=not as_json) as tick:
         done = [0]

@@ -26,9 +26,11 @@ from gpusched.workloads import (
 )
 
 __all__ = [
+    "DEFAULT_ESTIMATES",
     "DEFAULT_LOAD",
     "ClusterOption",
     "ConfigOption",
+    "EstimatesOption",
     "Inputs",
     "JobsOption",
     "LoadOption",
@@ -71,6 +73,18 @@ LoadOption = Annotated[
         "--load", min=0.01, max=10.0, help="Offered GPU load of generated jobs (1.0 = capacity)."
     ),
 ]
+#: The generator's share of users who declare run times (``WorkloadParams.estimates``).
+DEFAULT_ESTIMATES: float = WorkloadParams().estimates
+EstimatesOption = Annotated[
+    float,
+    typer.Option(
+        "--estimates",
+        min=0.0,
+        max=1.0,
+        help="Share of generated users who declare run-time estimates (upper bounds); the "
+        "others' jobs are estimated from completed ones.",
+    ),
+]
 
 
 NO_CONFIG = SchedulingConfig(None, {})
@@ -95,6 +109,7 @@ def load_inputs(
     jobs: int,
     *,
     load: float = DEFAULT_LOAD,
+    estimates: float = DEFAULT_ESTIMATES,
 ) -> Inputs:
     """What ``simulate`` and ``explain`` run on. Defaults: the built-in cluster; a generated
     workload (``jobs`` jobs, ``seed``, offered GPU load ``load``, by default the generator's);
@@ -104,7 +119,8 @@ def load_inputs(
     if workload:
         job_list = load_jobs(workload, nodes)
     else:
-        job_list = generate_workload(nodes, WorkloadParams(jobs=jobs, load=load), seed)
+        params = WorkloadParams(jobs=jobs, load=load, estimates=estimates)
+        job_list = generate_workload(nodes, params, seed)
     if config:
         cfg = load_scheduling(config)
     elif not workload:

@@ -13,7 +13,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from gpusched.cli.inputs import DEFAULT_LOAD, LoadOption, load_nodes
+from gpusched.cli.inputs import (
+    DEFAULT_ESTIMATES,
+    DEFAULT_LOAD,
+    EstimatesOption,
+    LoadOption,
+    load_nodes,
+)
 from gpusched.errors import ConfigError
 from gpusched.io.native_dump import dump_scheduling, dump_workload
 from gpusched.workloads import (
@@ -63,6 +69,7 @@ def workload_generate(
             help="Share of multi-node gangs that may grow by elastic pods beyond the minimum.",
         ),
     ] = 0.0,
+    estimates: EstimatesOption = DEFAULT_ESTIMATES,
     config_out: Annotated[
         Path | None,
         typer.Option(
@@ -90,6 +97,7 @@ def workload_generate(
         calibration=calibration,
         max_job_gpus=max_job_gpus,
         elastic=elastic,
+        estimates=estimates,
     )
     job_list = generate_workload(nodes, params, seed)
     dump_workload(job_list, output)

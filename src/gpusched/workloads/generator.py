@@ -113,6 +113,8 @@ class WorkloadParams:
                 f"unknown calibration {self.calibration!r}; "
                 f"known: {', '.join(sorted(CALIBRATIONS))}"
             )
+        if not 0 <= self.estimates <= 1:
+            raise ValueError(f"estimates {self.estimates}: expected a share from 0 to 1")
         if not (0 < self.training <= 1 and 0 <= self.inference <= 1 - self.training):
             raise ValueError(
                 f"job mix training {self.training}, inference {self.inference}: expected "
