@@ -132,6 +132,7 @@ def bench_gangs(
     specs = gang_specs([p.strip() for p in policies.split(",") if p.strip()])
     inputs = load_inputs(cluster, None, config, seed, jobs, load=load, estimates=estimates)
     tree = inputs.config.queues if queues else None
+    machine = machine_info()
     with progress_bar(f"gang bench ({jobs:,} jobs)", len(specs), enabled=not as_json) as tick:
         done = [0]
 
@@ -150,7 +151,7 @@ def bench_gangs(
                     "workload": inputs.title,
                     "queues": queues,
                     "seed": seed,
-                    "machine": machine_info(),
+                    "machine": machine,
                     "results": results,
                 }
             )
@@ -164,7 +165,7 @@ def bench_gangs(
     for key, label, fmt in SUMMARY_ROWS:
         table.add_row(label, *[fmt_value(r.get(key, 0), fmt) for r in results])
     out.print(table)
-    out.print(machine_line(machine_info()))
+    out.print(machine_line(machine))
 
 
 @bench_app.command("cycle")
