@@ -371,3 +371,31 @@ def test_bench_cycle_rejects_an_unknown_phase() -> None:
     assert result.returncode != 0
     assert "unknown phase(s) warm" in result.stderr
     assert "cold, steady" in result.stderr
+
+
+def test_requeue_at_eviction_reaches_the_simulator(tmp_path: Path) -> None:
+    # long runs from 0; waiter arrives at 100; urgent (priority 10) preempts long at 1000 and
+    # ends at 1500. Without reservations the queue order then decides who gets the node.
+    cluster, workload, profile = (tmp_path / n for n in ("c.yaml", "w.yaml", "p.yaml"))
+    cluster.write_text("nodes:\n  - {name: n, cpu: 64, memory: 256Gi, gpus: 8, gpu_model: A100}\n")
+    workload.write_text(
+        "jobs:\n"
+        "  - {name: long, submit: 0, duration: 10000, cpu: 1, memory: 1Gi, gpus: 8}\n"
+        "  - {name: waiter, submit: 100, duration: 100, cpu: 1, memory: 1Gi, gpus: 8}\n"
+        "  - {name: urgent, priority: 10, submit: 1000, duration: 500, cpu: 1, memory: 1Gi,"
+        " gpus: 8}\n"
+    )
+    shown = gpusched("profile", "show", "gpusched")
+    assert shown.returncode == 0, shown.stderr
+    profile.write_text(shown.stdout.replace("reservations: 4", "reservations: 0"))
+    args = ["simulate", "--cluster", str(cluster), "--workload", str(workload)]
+    args += ["--profile", str(profile), "--json"]
+    kept, requeued = gpusched(*args), gpusched(*args, "--requeue-at-eviction")
+    assert kept.returncode == 0, kept.stderr
+    assert requeued.returncode == 0, requeued.stderr
+    a, b = json.loads(kept.stdout), json.loads(requeued.stdout)
+    assert (a["requeue_at_eviction"], b["requeue_at_eviction"]) == (False, True)
+    assert a["results"][0]["preemptions"] == b["results"][0]["preemptions"] == 1
+    # Only waiter waits: 11,400 s when long keeps its place, 1,400 s when long rejoins behind it.
+    assert 3 * a["results"][0]["avg_wait_s"] == pytest.approx(11_400)
+    assert 3 * b["results"][0]["avg_wait_s"] == pytest.approx(1_400)

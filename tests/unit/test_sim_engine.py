@@ -8,11 +8,14 @@ import pytest
 
 from builders import JobBuilder, make_job, make_node, policy_profile
 from gpusched.errors import InvariantError
-from gpusched.framework import Cause, Code
+from gpusched.framework import Cause, Code, PluginContext
 from gpusched.model import JobId, Node
 from gpusched.plugins.fragmentation import TargetWorkload
+from gpusched.scheduler import policy_spec
+from gpusched.scheduler.build import build_profile
 from gpusched.sim import SimOptions, Simulation
 from gpusched.sim.events import EventHeap, EventKind
+from gpusched.sim.gang_bench import without_reservation
 from gpusched.sim.metrics import RunMetrics, summarise
 
 
@@ -300,3 +303,44 @@ def test_jobs_behind_a_fifo_head_wait_their_turn() -> None:
     big, small = sim.records[JobId("big")], sim.records[JobId("small")]
     assert big.pending_by_cause == {Cause.NODES: 9.0}
     assert small.pending_by_cause == {Cause.ORDER: 8.0, Cause.NODES: 1.0}
+
+
+# -- requeue after eviction ----------------------------------------------------------------------
+
+
+def _evicted_behind_waiter(*, requeue_at_eviction: bool) -> Simulation:
+    """One 8-GPU node. long (priority 0) runs from 0; waiter (priority 0) arrives at 100 and
+    waits for the node; urgent (priority 10) arrives at 1000 and preempts long. When urgent
+    ends at 1500, long and waiter both want the node, and the queue order decides (gpusched
+    without reservations: with one, waiter would keep the node it has held since 100)."""
+    jobs = [
+        make_job("long").gpus(8).at(0).runs_for(10_000).build(),
+        make_job("waiter").gpus(8).at(100).runs_for(100).build(),
+        make_job("urgent").gpus(8).priority(10).at(1000).runs_for(500).build(),
+    ]
+    spec = without_reservation(policy_spec("gpusched"))
+    profile = build_profile(
+        spec, PluginContext(workload_hint=[t.shape for j in jobs for t in j.tasks])
+    )
+    opts = SimOptions(record_events=True, requeue_at_eviction=requeue_at_eviction)
+    return Simulation([make_node("n").gpus(8).build()], jobs, profile, options=opts).run()
+
+
+def test_an_evicted_job_queues_behind_jobs_that_waited_before_its_eviction() -> None:
+    sim = _evicted_behind_waiter(requeue_at_eviction=True)
+    long, waiter = sim.records[JobId("long")], sim.records[JobId("waiter")]
+    assert "1000.000 evict long for urgent" in log_lines(sim)
+    assert waiter.first_start == 1500.0  # it waited since 100; long rejoined at 1000
+    assert long.start == 1600.0
+    assert long.evictions == 1
+    assert long.arrival == 0.0  # its wait counts from its arrival
+    assert long.first_start == 0.0
+    assert long.job.submit_time == 0.0  # the record keeps the job as submitted
+
+
+def test_by_default_an_evicted_job_keeps_its_place_in_the_queue() -> None:
+    assert SimOptions().requeue_at_eviction is False
+    sim = _evicted_behind_waiter(requeue_at_eviction=False)
+    long, waiter = sim.records[JobId("long")], sim.records[JobId("waiter")]
+    assert long.start == 1500.0
+    assert waiter.first_start == 11_500.0

@@ -28,6 +28,7 @@ from gpusched.cli.progress import progress_bar
 from gpusched.cli.summary import SUMMARY_ROWS, duration, fmt_value
 from gpusched.report.html import simulate_report
 from gpusched.scheduler import DEFAULT_COMPARISON
+from gpusched.sim.records import SimOptions
 from gpusched.sim.runs import SimRun, simulate
 
 __all__ = ["simulate_command"]
@@ -75,6 +76,14 @@ def simulate_command(
     jobs: JobsOption = 1500,
     report: Annotated[Path | None, typer.Option(help="Write an HTML report here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    requeue_at_eviction: Annotated[
+        bool,
+        typer.Option(
+            "--requeue-at-eviction",
+            help="An evicted job rejoins the queue as submitted at its eviction (as the live "
+            "scheduler sees a gang whose pods are recreated); by default it keeps its submit time.",
+        ),
+    ] = False,
 ) -> None:
     """Replay a workload through the scheduler and compare policies side by side.
 
@@ -85,6 +94,7 @@ def simulate_command(
     specs = resolve_profiles(policy, profile)
     inputs = load_inputs(cluster, workload, config, seed, jobs)
     nodes, job_list, title = inputs.nodes, inputs.jobs, inputs.title
+    options = SimOptions(requeue_at_eviction=requeue_at_eviction)
     runs = []
     for spec in specs:
         with progress_bar(f"simulating {spec.name}", len(job_list), enabled=not as_json) as tick:
@@ -96,6 +106,7 @@ def simulate_command(
                     seed,
                     queues=inputs.config.queues,
                     progress=lambda d, t: tick(d),
+                    options=options,
                 )
             )
     if report:
@@ -108,6 +119,7 @@ def simulate_command(
                     "workload": workload or "built-in",
                     "config": config or ("built-in" if not workload else None),
                     "seed": seed,
+                    "requeue_at_eviction": requeue_at_eviction,
                     "results": [{"policy": r.policy, **r.summary} for r in runs],
                 }
             )

@@ -8,8 +8,9 @@ Loop::
         pop every event at t:  COMPLETION -> release the job's tasks (stale ones are ignored)
                                ARRIVAL    -> add the job to the pending list
         plan = schedule(Snapshot(state, pending, t, seed_t, running, queues, ...), profile)
-        apply plan: evictions first (release, requeue, count), then binds; a job starts when
-        min_available of its tasks are bound, and gets COMPLETION at t + duration;
+        apply plan: evictions first (release, requeue, count), then binds;
+        a job starts when min_available of its tasks are bound, and gets COMPLETION at
+        t + duration;
         a moved job (defragmentation) is released and started again at once where its moves
         say: it restarts from the beginning (no checkpoint), COMPLETION at t + duration
         pending jobs marked Unresolvable are rejected (never retried);
@@ -35,7 +36,7 @@ exponentially weighted average of its usage (:mod:`gpusched.sim.usage_history`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpusched.errors import InvariantError
 from gpusched.framework import (
@@ -335,7 +336,10 @@ class Simulation:
             self.preemption_loops += 1
         self.preemption_pairs.add((for_job, job_id))
         self._evicted_by[job_id] = self._evicted_by.get(job_id, frozenset()) | {for_job}
-        self._pending[job_id] = rec.job
+        # Back in the queue from now (SimOptions.requeue_at_eviction); the record keeps the
+        # job as submitted, for its wait and the metrics.
+        requeued = self.options.requeue_at_eviction
+        self._pending[job_id] = replace(rec.job, submit_time=self.now) if requeued else rec.job
         self._log("evict", job_id, f"for {for_job}")
 
     def _move_out(self, job_id: JobId) -> None:

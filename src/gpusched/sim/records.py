@@ -28,6 +28,13 @@ class SimOptions:
         sequential_arrivals: ignore submit times; job ``i`` arrives at time ``i``.
         record_events: keep the event log (for determinism checks and debugging).
         fair_share_half_life_s: half-life of the decayed queue usage used by fair share.
+        requeue_at_eviction: an evicted job rejoins the queue as if submitted at its eviction
+            (its ``submit_time`` in later snapshots is the eviction time), so its place in the
+            queue, its aging and the guards that count waiting time start again from there.
+            This is what the live scheduler sees when a job's controller recreates the evicted
+            pods (a job's submit time is its pods' creation time). Off by default: the job
+            keeps its original submit time (docs/architecture.md). Either way its wait and
+            completion time count from its arrival.
     """
 
     drop_unplaced: bool = False
@@ -35,6 +42,7 @@ class SimOptions:
     sequential_arrivals: bool = False
     record_events: bool = False
     fair_share_half_life_s: float = 4 * 3600.0
+    requeue_at_eviction: bool = False
 
 
 @dataclass(slots=True)

@@ -38,11 +38,13 @@ def simulate(
     *,
     queues: QueueTree | None = None,
     progress: Callable[[int, int], None] | None = None,
+    options: SimOptions | None = None,
 ) -> SimRun:
     """Replay ``jobs`` on ``nodes`` under ``spec`` with the trace's own times (``queues``:
-    the queue tree, ``None`` for no quota)."""
+    the queue tree, ``None`` for no quota; ``options``: the simulator's, default ones if
+    ``None``)."""
     started = time.perf_counter()
-    sim = prepare(nodes, jobs, spec, seed, queues)
+    sim = prepare(nodes, jobs, spec, seed, queues, options=options)
     shapes = [t.shape for j in jobs for t in j.tasks]
     metrics = RunMetrics(sim, TargetWorkload.from_shapes(shapes))
     sim.observers.append(metrics)
@@ -59,8 +61,11 @@ def prepare(
     spec: ProfileSpec,
     seed: int,
     queues: QueueTree | None = None,
+    *,
+    options: SimOptions | None = None,
 ) -> Simulation:
     """A simulation ready to run: the profile built with the workload as its hint."""
     shapes = [t.shape for j in jobs for t in j.tasks]
     profile = build_profile(spec, PluginContext(workload_hint=shapes, seed=seed))
-    return Simulation(nodes, jobs, profile, seed=seed, options=SimOptions(), queues=queues)
+    opts = SimOptions() if options is None else options
+    return Simulation(nodes, jobs, profile, seed=seed, options=opts, queues=queues)
