@@ -373,9 +373,9 @@ def test_bench_cycle_rejects_an_unknown_phase() -> None:
     assert "cold, steady" in result.stderr
 
 
-def test_requeue_at_eviction_reaches_the_simulator(tmp_path: Path) -> None:
-    # long runs from 0; waiter arrives at 100; urgent (priority 10) preempts long at 1000 and
-    # ends at 1500. Without reservations the queue order then decides who gets the node.
+def _requeue_inputs(tmp_path: Path) -> list[str]:
+    """long runs from 0; waiter arrives at 100; urgent (priority 10) preempts long at 1000 and
+    ends at 1500. Without reservations the queue order then decides who gets the node."""
     cluster, workload, profile = (tmp_path / n for n in ("c.yaml", "w.yaml", "p.yaml"))
     cluster.write_text("nodes:\n  - {name: n, cpu: 64, memory: 256Gi, gpus: 8, gpu_model: A100}\n")
     workload.write_text(
@@ -388,8 +388,11 @@ def test_requeue_at_eviction_reaches_the_simulator(tmp_path: Path) -> None:
     shown = gpusched("profile", "show", "gpusched")
     assert shown.returncode == 0, shown.stderr
     profile.write_text(shown.stdout.replace("reservations: 4", "reservations: 0"))
-    args = ["simulate", "--cluster", str(cluster), "--workload", str(workload)]
-    args += ["--profile", str(profile), "--json"]
+    return ["--cluster", str(cluster), "--workload", str(workload), "--profile", str(profile)]
+
+
+def test_requeue_at_eviction_reaches_the_simulator(tmp_path: Path) -> None:
+    args = ["simulate", *_requeue_inputs(tmp_path), "--json"]
     kept, requeued = gpusched(*args), gpusched(*args, "--requeue-at-eviction")
     assert kept.returncode == 0, kept.stderr
     assert requeued.returncode == 0, requeued.stderr
@@ -399,3 +402,12 @@ def test_requeue_at_eviction_reaches_the_simulator(tmp_path: Path) -> None:
     # Only waiter waits: 11,400 s when long keeps its place, 1,400 s when long rejoins behind it.
     assert 3 * a["results"][0]["avg_wait_s"] == pytest.approx(11_400)
     assert 3 * b["results"][0]["avg_wait_s"] == pytest.approx(1_400)
+
+
+def test_explain_replays_with_requeue_at_eviction_too(tmp_path: Path) -> None:
+    args = ["explain", "waiter", "--at", "1550", *_requeue_inputs(tmp_path)]
+    kept, requeued = gpusched(*args), gpusched(*args, "--requeue-at-eviction")
+    assert kept.returncode == 0, kept.stderr
+    assert requeued.returncode == 0, requeued.stderr
+    assert "waiter is pending" in kept.stdout
+    assert "waiter is running since" in requeued.stdout

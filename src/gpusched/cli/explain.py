@@ -18,6 +18,7 @@ from gpusched.cli.inputs import (
     ClusterOption,
     ConfigOption,
     JobsOption,
+    RequeueOption,
     SeedOption,
     WorkloadOption,
     load_inputs,
@@ -30,6 +31,7 @@ from gpusched.model import Job
 from gpusched.scheduler import BEST_POLICY, schedule
 from gpusched.scheduler.explain import Explanation, explain_job
 from gpusched.sim.engine import Simulation
+from gpusched.sim.records import SimOptions
 from gpusched.sim.runs import prepare
 
 __all__ = ["explain_command"]
@@ -117,12 +119,13 @@ def explain_command(
     seed: SeedOption = 7,
     jobs: JobsOption = 1500,
     top: Annotated[int, typer.Option(min=1, help="Closest nodes to show.")] = 5,
+    requeue_at_eviction: RequeueOption = False,
 ) -> None:
     """Why a job is pending: what it needs, the closest nodes and what each lacks, its queue's
     quota, its reservation and estimated start.
 
-    Simulates the same inputs as ``simulate`` up to ``--at`` and explains the job as the next
-    scheduling cycle sees it.
+    Simulates the same inputs as ``simulate`` (with the same ``--requeue-at-eviction``) up to
+    ``--at`` and explains the job as the next scheduling cycle sees it.
     """
     specs = resolve_profiles(None if profile else policy, profile)
     if len(specs) != 1:
@@ -135,7 +138,8 @@ def explain_command(
             f"job {job!r} is not in the workload ({len(inputs.jobs):,} jobs, e.g. {sample})"
         )
     when = target.submit_time if at is None else at
-    sim = prepare(inputs.nodes, inputs.jobs, specs[0], seed, inputs.config.queues)
+    options = SimOptions(requeue_at_eviction=requeue_at_eviction)
+    sim = prepare(inputs.nodes, inputs.jobs, specs[0], seed, inputs.config.queues, options=options)
     with progress_bar(f"simulating to {_at(when)}", len(inputs.jobs)) as tick:
         sim.run(lambda d, t: tick(d), until=when)
     message = _not_pending(job, target, sim, when)

@@ -34,6 +34,7 @@ __all__ = [
     "Inputs",
     "JobsOption",
     "LoadOption",
+    "RequeueOption",
     "SeedOption",
     "WorkloadOption",
     "load_inputs",
@@ -74,6 +75,14 @@ LoadOption = Annotated[
     ),
 ]
 #: The generator's share of users who declare run times (``WorkloadParams.estimates``).
+RequeueOption = Annotated[
+    bool,
+    typer.Option(
+        "--requeue-at-eviction",
+        help="An evicted job rejoins the queue as submitted at its eviction (as the live "
+        "scheduler sees a gang whose pods are recreated); by default it keeps its submit time.",
+    ),
+]
 DEFAULT_ESTIMATES: float = WorkloadParams().estimates
 EstimatesOption = Annotated[
     float,

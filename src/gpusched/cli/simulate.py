@@ -19,6 +19,7 @@ from gpusched.cli.inputs import (
     ClusterOption,
     ConfigOption,
     JobsOption,
+    RequeueOption,
     SeedOption,
     WorkloadOption,
     load_inputs,
@@ -76,14 +77,7 @@ def simulate_command(
     jobs: JobsOption = 1500,
     report: Annotated[Path | None, typer.Option(help="Write an HTML report here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    requeue_at_eviction: Annotated[
-        bool,
-        typer.Option(
-            "--requeue-at-eviction",
-            help="An evicted job rejoins the queue as submitted at its eviction (as the live "
-            "scheduler sees a gang whose pods are recreated); by default it keeps its submit time.",
-        ),
-    ] = False,
+    requeue_at_eviction: RequeueOption = False,
 ) -> None:
     """Replay a workload through the scheduler and compare policies side by side.
 

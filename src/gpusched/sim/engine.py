@@ -8,9 +8,8 @@ Loop::
         pop every event at t:  COMPLETION -> release the job's tasks (stale ones are ignored)
                                ARRIVAL    -> add the job to the pending list
         plan = schedule(Snapshot(state, pending, t, seed_t, running, queues, ...), profile)
-        apply plan: evictions first (release, requeue, count), then binds;
-        a job starts when min_available of its tasks are bound, and gets COMPLETION at
-        t + duration;
+        apply plan: evictions first (release, requeue, count), then binds; a job starts when
+        min_available of its tasks are bound, and gets COMPLETION at t + duration;
         a moved job (defragmentation) is released and started again at once where its moves
         say: it restarts from the beginning (no checkpoint), COMPLETION at t + duration
         pending jobs marked Unresolvable are rejected (never retried);

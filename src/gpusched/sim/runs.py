@@ -64,7 +64,8 @@ def prepare(
     *,
     options: SimOptions | None = None,
 ) -> Simulation:
-    """A simulation ready to run: the profile built with the workload as its hint."""
+    """A simulation ready to run: the profile built with the workload as its hint
+    (``options``: the simulator's, default ones if ``None``)."""
     shapes = [t.shape for j in jobs for t in j.tasks]
     profile = build_profile(spec, PluginContext(workload_hint=shapes, seed=seed))
     opts = SimOptions() if options is None else options
