@@ -7,6 +7,7 @@ create, so every request it makes passes the least-privilege ClusterRole for rea
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import signal
@@ -351,8 +352,10 @@ def test_higher_priority_pod_preempts_through_the_eviction_api(
     scheduler = start_gpusched("replica-a", "--profile", str(profile))
     for i in range(8):
         create_pod(kube, namespace, pod_manifest(f"low{i}", gpus=1))
+    created: dict[str, dt.datetime] = {}  # each victim's submission, as the API states it
     for i in range(8):
-        wait_bound(kube, namespace, f"low{i}")
+        stamp = wait_bound(kube, namespace, f"low{i}")["metadata"]["creationTimestamp"]
+        created[f"{namespace}/low{i}"] = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
     create_pod(kube, namespace, pod_manifest("high", gpus=8, priority_class=HIGH))
     bound = wait_bound(kube, namespace, "high")
@@ -374,6 +377,10 @@ def test_higher_priority_pod_preempts_through_the_eviction_api(
 
     wait_until("the evictions stored", lambda: len(stored()) == 8, 30)
     assert all(entry["by"] == [f"{namespace}/high"] for entry in stored().values())
+    # With each victim's first submission, which a re-created pod's creation time would hide.
+    assert {job: e["submitted"] for job, e in stored().items()} == {
+        job: when.timestamp() for job, when in created.items()
+    }
     assert "could not write the carried state" not in scheduler.log.read_text()
 
 

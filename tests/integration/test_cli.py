@@ -391,9 +391,9 @@ def _requeue_inputs(tmp_path: Path) -> list[str]:
     return ["--cluster", str(cluster), "--workload", str(workload), "--profile", str(profile)]
 
 
-def test_requeue_at_eviction_reaches_the_simulator(tmp_path: Path) -> None:
+def test_where_an_evicted_job_rejoins_the_queue_reaches_the_simulator(tmp_path: Path) -> None:
     args = ["simulate", *_requeue_inputs(tmp_path), "--json"]
-    kept, requeued = gpusched(*args), gpusched(*args, "--requeue-at-eviction")
+    kept, requeued = gpusched(*args, "--keep-place-at-eviction"), gpusched(*args)
     assert kept.returncode == 0, kept.stderr
     assert requeued.returncode == 0, requeued.stderr
     a, b = json.loads(kept.stdout), json.loads(requeued.stdout)
@@ -402,11 +402,22 @@ def test_requeue_at_eviction_reaches_the_simulator(tmp_path: Path) -> None:
     # Only waiter waits: 11,400 s when long keeps its place, 1,400 s when long rejoins behind it.
     assert 3 * a["results"][0]["avg_wait_s"] == pytest.approx(11_400)
     assert 3 * b["results"][0]["avg_wait_s"] == pytest.approx(1_400)
+    explicit = gpusched(*args, "--requeue-at-eviction")
+    assert explicit.returncode == 0, explicit.stderr
+    assert 3 * json.loads(explicit.stdout)["results"][0]["avg_wait_s"] == pytest.approx(1_400)
 
 
-def test_explain_replays_with_requeue_at_eviction_too(tmp_path: Path) -> None:
-    args = ["explain", "waiter", "--at", "1550", *_requeue_inputs(tmp_path)]
-    kept, requeued = gpusched(*args), gpusched(*args, "--requeue-at-eviction")
+def test_explain_replays_with_the_same_choice(tmp_path: Path) -> None:
+    inputs = _requeue_inputs(tmp_path)
+    # long, evicted at 1000, says where it waits in the queue (not when it keeps its place).
+    evicted = explained("long", ["--at", "1200", *inputs])
+    assert "long is pending at t=1,000 s" in evicted  # the last event before 1200
+    assert "back in the queue since t=1,000 s (submitted at t=0 s)" in evicted
+    kept_place = explained("long", ["--at", "1200", *inputs, "--keep-place-at-eviction"])
+    assert "long is pending at t=1,000 s" in kept_place
+    assert "back in the queue" not in kept_place
+    args = ["explain", "waiter", "--at", "1550", *inputs]
+    kept, requeued = gpusched(*args, "--keep-place-at-eviction"), gpusched(*args)
     assert kept.returncode == 0, kept.stderr
     assert requeued.returncode == 0, requeued.stderr
     assert "waiter is pending" in kept.stdout

@@ -1,5 +1,6 @@
-"""The live scheduler carries reservation holders, deadlines and evictors between cycles, and
-stores them as JSON for the next leader (the ConfigMap itself: tests/e2e/test_live_carry.py)."""
+"""The live scheduler carries reservation holders, deadlines, evictors and evicted jobs' first
+submissions between cycles, and stores them as JSON for the next leader (the ConfigMap itself:
+tests/e2e/test_live_carry.py)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,32 @@ def test_evicted_jobs_remember_their_evictors_until_they_are_gone() -> None:
     assert carried.evicted_by == {}
 
 
+def test_an_evicted_job_back_in_the_queue_keeps_its_first_submission() -> None:
+    # victim, submitted at 100, runs; it is evicted at 500 and its controller recreates its
+    # pods at 520, so the API shows it submitted at 520.
+    state = make_state(make_node("a").gpus(8))
+    first = make_job("victim").gpus(1).at(100.0).build()
+    running = {JobId("victim"): RunningJob(first, 200.0)}
+    carried = Carried()
+    plan = Plan()
+    plan.evictions.append(Eviction(JobId("victim"), JobId("urgent"), "preempted"))
+    carried.record(plan, 500.0, running)
+    back = make_job("victim").gpus(1).at(520.0).build()
+    other = make_job("other").gpus(1).at(300.0).build()
+    snap = carried.apply(Snapshot(state, (other, back), 600.0))
+    assert [j.id for j in snap.pending] == ["other", "victim"]
+    requeued = snap.pending[1]
+    assert (requeued.submit_time, requeued.requeued_at, requeued.queue_time) == (100, 520, 520)
+    assert snap.pending[0] is other  # never evicted: as the API shows it
+    # Restarted at 700 and evicted again at 900: still first submitted at 100.
+    again = Plan()
+    again.evictions.append(Eviction(JobId("victim"), JobId("owner"), "reclaimed"))
+    carried.record(again, 900.0, {JobId("victim"): RunningJob(back, 700.0)})
+    assert carried.submitted == {JobId("victim"): 100.0}
+    carried.apply(Snapshot(state, (), 1000.0))  # gone: forgotten
+    assert carried.submitted == {}
+
+
 # -- the stored form (live.carry_store): JSON round trip, pruning, size limit, bad input -------
 
 
@@ -96,6 +123,19 @@ def test_the_carried_state_survives_its_json_form_exactly() -> None:
     assert encode(back) == (text, 0)  # deterministic: an unchanged state is the same text
 
 
+def test_a_first_submission_is_stored_with_the_eviction() -> None:
+    carried = _carried()
+    carried.submitted[JobId("ns/victim")] = 1_699_999_000.5
+    text, _ = encode(carried)
+    entry = json.loads(text)["evictedBy"]["ns/victim"]
+    assert entry == {
+        "by": ["ns/owner", "ns/urgent"],
+        "at": 1_700_000_060.0,
+        "submitted": 1_699_999_000.5,
+    }
+    assert decode(text) == carried
+
+
 def test_a_new_leader_gets_what_the_old_one_applied_and_prunes_gone_jobs() -> None:
     stored = decode(encode(_carried())[0])
     fresh = Carried()
@@ -116,18 +156,21 @@ def test_merging_unites_evictors_and_keeps_the_earliest_holder() -> None:
         deadlines={JobId("g"): 10.0},
         evicted_by={JobId("v"): frozenset({JobId("x")})},
         evicted_at={JobId("v"): 5.0},
+        submitted={JobId("v"): 3.0},
     )
     theirs = Carried(
         reserved={JobId("a"): 20.0, JobId("b"): 30.0},
         deadlines={JobId("g"): 99.0, JobId("h"): 11.0},
         evicted_by={JobId("v"): frozenset({JobId("y")}), JobId("w"): frozenset({JobId("x")})},
         evicted_at={JobId("v"): 7.0, JobId("w"): 6.0},
+        submitted={JobId("v"): 1.0, JobId("w"): 2.0},
     )
     ours.merge(theirs)
     assert ours.reserved == {"a": 20.0, "b": 30.0}
     assert ours.deadlines == {"g": 10.0, "h": 11.0}  # ours kept where both have one
     assert ours.evicted_by == {"v": frozenset({"x", "y"}), "w": frozenset({"x"})}
     assert ours.evicted_at == {"v": 7.0, "w": 6.0}
+    assert ours.submitted == {"v": 1.0, "w": 2.0}  # the earliest submission
 
 
 def test_over_the_size_limit_the_oldest_evictions_are_left_out_first() -> None:
@@ -168,6 +211,10 @@ def test_over_the_size_limit_the_oldest_evictions_are_left_out_first() -> None:
         ('{"version": 1, "evictedBy": {"ns/v": {"by": [], "at": 1}}}', 'evictedBy["ns/v"].by'),
         ('{"version": 1, "evictedBy": {"ns/v": {"by": [3], "at": 1}}}', '"ns/v"].by[0]: expec'),
         ('{"version": 1, "evictedBy": {"ns/v": {"by": ["ns/h"]}}}', '"ns/v"].at: expected U'),
+        (
+            '{"version": 1, "evictedBy": {"ns/v": {"by": ["ns/h"], "at": 1, "submitted": "x"}}}',
+            '"ns/v"].submitted: expected U',
+        ),
     ],
 )
 def test_a_malformed_state_is_refused_naming_the_field(text: str, where: str) -> None:

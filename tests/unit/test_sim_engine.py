@@ -326,7 +326,8 @@ def _evicted_behind_waiter(*, requeue_at_eviction: bool) -> Simulation:
     return Simulation([make_node("n").gpus(8).build()], jobs, profile, options=opts).run()
 
 
-def test_an_evicted_job_queues_behind_jobs_that_waited_before_its_eviction() -> None:
+def test_by_default_an_evicted_job_queues_behind_jobs_that_waited_before_its_eviction() -> None:
+    assert SimOptions().requeue_at_eviction is True
     sim = _evicted_behind_waiter(requeue_at_eviction=True)
     long, waiter = sim.records[JobId("long")], sim.records[JobId("waiter")]
     assert "1000.000 evict long for urgent" in log_lines(sim)
@@ -338,9 +339,42 @@ def test_an_evicted_job_queues_behind_jobs_that_waited_before_its_eviction() -> 
     assert long.job.submit_time == 0.0  # the record keeps the job as submitted
 
 
-def test_by_default_an_evicted_job_keeps_its_place_in_the_queue() -> None:
-    assert SimOptions().requeue_at_eviction is False
+def test_keeping_its_place_an_evicted_job_goes_ahead_of_jobs_that_waited() -> None:
     sim = _evicted_behind_waiter(requeue_at_eviction=False)
     long, waiter = sim.records[JobId("long")], sim.records[JobId("waiter")]
     assert long.start == 1500.0
     assert waiter.first_start == 11_500.0
+
+
+def _aging_after_eviction(starve_after_s: float) -> Simulation:
+    """One 8-GPU node. long (priority 0) runs from 0; urgent (priority 10) arrives at 1000 and
+    preempts it; late (priority 5) arrives at 1200. When urgent ends at 1500, long and late
+    both want the node: the priority order puts late first, unless long has aged (pending
+    over ``starve_after_s``; gpusched without reservations, which would keep the node for
+    long from 1000)."""
+    jobs = [
+        make_job("long").gpus(8).at(0).runs_for(10_000).build(),
+        make_job("urgent").gpus(8).priority(10).at(1000).runs_for(500).build(),
+        make_job("late").gpus(8).priority(5).at(1200).runs_for(100).build(),
+    ]
+    spec = without_reservation(policy_spec("gpusched"))
+    spec.action_args["backfill"]["starve_after_s"] = starve_after_s
+    profile = build_profile(
+        spec, PluginContext(workload_hint=[t.shape for j in jobs for t in j.tasks])
+    )
+    opts = SimOptions(record_events=True)
+    return Simulation([make_node("n").gpus(8).build()], jobs, profile, options=opts).run()
+
+
+def test_an_evicted_job_ages_from_its_first_submission() -> None:
+    # At 1500 long has waited 1,500 s since it was submitted, 500 s since it was requeued.
+    aged = log_lines(_aging_after_eviction(starve_after_s=1000))
+    assert "1000.000 evict long for urgent" in aged
+    assert [line for line in aged if line.startswith("1500.000 bind")] == [
+        "1500.000 bind long n[0, 1, 2, 3, 4, 5, 6, 7]"
+    ]
+    # With aging past 1,500 s it has not aged yet, and the priority order decides.
+    young = log_lines(_aging_after_eviction(starve_after_s=2000))
+    assert [line for line in young if line.startswith("1500.000 bind")] == [
+        "1500.000 bind late n[0, 1, 2, 3, 4, 5, 6, 7]"
+    ]

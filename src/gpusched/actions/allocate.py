@@ -51,8 +51,9 @@
   with four reservations): the queue order (fair
   share) can keep a big job of a busy queue from ever being the first blocked job, so it never
   holds a reservation. A job still pending ``starve_after_s`` after it was submitted (an
-  evicted job counts from its submission too) is then considered first, oldest first, ahead
-  of the queue order:
+  evicted job counts from its first submission too) is then considered first, ahead of the
+  queue order, longest queued first (by :attr:`~gpusched.model.Job.queue_time`, so an
+  evicted job among them comes after those that were waiting when it was evicted):
   the first of them that is blocked gets the reservation (or the quota hold when only borrowing
   keeps it waiting), so once it holds them its wait is bounded by the time until they end --
   when run-time estimates hold. With ``limit_holds`` (off by default) an aged job held back by
@@ -77,8 +78,9 @@
   longest wait mixed; off by default.
 
   *Starvation guard* (opt-in, ``guard_after_s``; off by default): the first blocked job, once
-  it has waited longer than ``guard_after_s`` since submission, evicts the work on its
-  reservation's nodes that started after it was submitted (preemptible, its priority or
+  it has waited longer than ``guard_after_s`` since it was queued (``Job.queue_time``: its
+  submission, or its last eviction), evicts the work on its reservation's nodes that started
+  after that (preemptible, its priority or
   lower, never evicted before, of its own queue or one that borrows at least what it holds)
   when that lets it start now (:mod:`gpusched.actions.starvation`). With aging at the same
   threshold it cut the largest jobs' longest wait on the 5,000-job gang runs by a third and
@@ -87,8 +89,8 @@
 
   *Limit guard* (opt-in, ``limit_guard_after_s``; off by default): the first job in the
   order (oldest first when aging is on) of each queue limit that the limit has held back
-  longer than ``limit_guard_after_s`` since submission evicts, when that lets it start now,
-  work charged under that limit that started after it was submitted (preemptible, its
+  longer than ``limit_guard_after_s`` since it was queued evicts, when that lets it start
+  now, work charged under that limit that started after that (preemptible, its
   priority or lower, never evicted before), most recent first and no more than the limit and
   the nodes need
   (:mod:`gpusched.actions.limit_guard`): a reservation holds nodes, not quota, and a
@@ -190,13 +192,13 @@ class Backfill:
 
     def _order(self, session: Session) -> list[Job]:
         """The jobs to consider, in order: the queue order, last cycle's reservation holders
-        moved up (*sticky reservations*), then the jobs pending over ``starve_after_s`` ahead
-        of all, oldest first (*aging*)."""
+        moved up (*sticky reservations*), then the jobs pending over ``starve_after_s`` since
+        their first submission ahead of all, longest queued first (*aging*)."""
         order = [j for j in session.pending_jobs() if j.id not in session.running]
         now, aging = session.snapshot.now, self.starve_after_s
         starving = sorted(
             (j for j in order if aging is not None and now - j.submit_time > aging),
-            key=lambda j: j.submit_time,
+            key=lambda j: j.queue_time,
         )
         if self.reservations and session.snapshot.reserved:
             order = _holders_first(order, session.snapshot.reserved)
@@ -224,7 +226,7 @@ class Backfill:
                 if (
                     limit_guard is not None
                     and refused.cause is Cause.QUEUE_LIMIT
-                    and now - job.submit_time > limit_guard
+                    and now - job.queue_time > limit_guard
                     and evict_for_limit(session, job, guarded)
                 ):
                     continue
@@ -253,7 +255,7 @@ class Backfill:
                 if (
                     res is not None
                     and guard is not None
-                    and now - job.submit_time > guard
+                    and now - job.queue_time > guard
                     and evict_for_starving(session, job, res)
                 ):
                     continue

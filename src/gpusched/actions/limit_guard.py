@@ -1,16 +1,17 @@
 """Limit guard of ``backfill``: a job its own queue's limit has held back too long takes the
-room back from the queue's work that started after it was submitted.
+room back from the queue's work that started after it was queued.
 
 A reservation holds nodes, not quota. A big job whose queue sits near its limit waits for the
 queue's own running jobs to end, and while it waits (for them, or for nodes once the queue
 admits it) the queue's smaller jobs, submitted later, keep taking the limit room it needs:
 nothing else holds it, and each of them may run for many hours. A job pending longer than
-``after_s`` since submission that a queue limit refuses therefore evicts, when that lets it
-start now, work charged under that limit which started after it was submitted::
+``after_s`` since it was queued (``Job.queue_time``: its submission, or its last eviction)
+that a queue limit refuses therefore evicts, when that lets it start now, work charged under
+that limit which started after that::
 
     victims(j) = { r running : a in path(queue(r)),   (a: the first queue on j's path whose
                                                         limit j's request breaks)
-                                r.start > j.submit_time,
+                                r.start > j.queue_time,
                                 r preemptible, priority(r) <= priority(j),
                                 r never evicted before,        (each job at most once)
                                 r not a job j was evicted for  (no preemption loops) }

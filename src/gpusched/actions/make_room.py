@@ -35,7 +35,8 @@ def on_nodes(run: RunningJob, nodes: set[int], allocations: AllocationMap) -> bo
 def newer_evictable(session: Session, job: Job) -> list[RunningJob]:
     """What a guard may evict for ``job`` (:mod:`gpusched.actions.starvation`,
     :mod:`gpusched.actions.limit_guard`): running jobs placed before this cycle that started
-    after ``job`` was submitted, preemptible, of its priority or lower, never evicted before
+    after ``job`` was queued (``Job.queue_time``: submitted, or last evicted), preemptible,
+    of its priority or lower, never evicted before
     and not one it was evicted for (no preemption loops); most recently started first, so the
     least work is lost."""
     evictors = session.snapshot.evicted_by.get(job.id, frozenset())
@@ -44,7 +45,7 @@ def newer_evictable(session: Session, job: Job) -> list[RunningJob]:
         (
             r
             for r in session.running.values()
-            if r.start > job.submit_time
+            if r.start > job.queue_time
             and r.job.preemptible
             and r.job.priority <= job.priority
             and r.evictions == 0
@@ -108,13 +109,13 @@ def evict_newer_and_place(
 ) -> bool:
     """A guard's last step: evict ``victims`` (of :func:`newer_evictable`) for ``job`` as
     :func:`evict_for` does, each with the reason "``guard``: ``job`` has waited N s
-    ``context``; ``victim`` started after it was submitted", and place ``job``."""
-    waited = session.snapshot.now - job.submit_time
+    ``context``; ``victim`` started after it was queued", and place ``job``."""
+    waited = session.snapshot.now - job.queue_time
 
     def why(run: RunningJob) -> str:
         return (
             f"{guard}: {job.id} has waited {waited:.0f} s{context}; {run.job.id} started "
-            "after it was submitted"
+            "after it was queued"
         )
 
     evict_for(session, job, victims, why, nodes)

@@ -5,11 +5,11 @@ A reservation starts when the jobs on its nodes are expected to end. Most jobs g
 run-time estimate, so those ends are guesses (a learned mean; once overrun, as long again as
 the job has run) and the start slips as the jobs overrun them; meanwhile work submitted
 *after* the blocked job keeps landing on the nodes it needs. A job that has waited longer
-than ``after_s`` since submission therefore takes back, when it holds the reservation, the
+than ``after_s`` since it was queued therefore takes back, when it holds the reservation, the
 nodes that later work took::
 
     victims(j) = { r running : r has a task on the nodes of j's reservation,
-                                r.start > j.submit_time           (arrived after j waited)
+                                r.start > j.queue_time            (arrived after j waited)
                                 r preemptible, priority(r) <= priority(j),
                                 r never evicted before,           (at most once, no churn)
                                 r not a job j was evicted for     (no preemption loops)
@@ -17,7 +17,7 @@ nodes that later work took::
                                 what r holds once r and the victims before it are gone }
 
 If ``j`` fits now with ``victims(j)`` gone (one trial placement), those of them on the nodes
-it would use are evicted and ``j`` starts. Everything older than ``j``'s submission is left
+it would use are evicted and ``j`` starts. Everything older than ``j``'s queue time is left
 alone, so ``j``'s wait is bounded by ``after_s`` plus the time until the jobs that were
 already running when it arrived (or that outrank it) make room.
 """

@@ -119,13 +119,13 @@ def explain_command(
     seed: SeedOption = 7,
     jobs: JobsOption = 1500,
     top: Annotated[int, typer.Option(min=1, help="Closest nodes to show.")] = 5,
-    requeue_at_eviction: RequeueOption = False,
+    requeue_at_eviction: RequeueOption = True,
 ) -> None:
     """Why a job is pending: what it needs, the closest nodes and what each lacks, its queue's
     quota, its reservation and estimated start.
 
-    Simulates the same inputs as ``simulate`` (with the same ``--requeue-at-eviction``) up to
-    ``--at`` and explains the job as the next scheduling cycle sees it.
+    Simulates the same inputs as ``simulate`` (with the same ``--keep-place-at-eviction``, if
+    given) up to ``--at`` and explains the job as the next scheduling cycle sees it.
     """
     specs = resolve_profiles(None if profile else policy, profile)
     if len(specs) != 1:

@@ -74,15 +74,15 @@ LoadOption = Annotated[
         "--load", min=0.01, max=10.0, help="Offered GPU load of generated jobs (1.0 = capacity)."
     ),
 ]
-#: The generator's share of users who declare run times (``WorkloadParams.estimates``).
 RequeueOption = Annotated[
     bool,
     typer.Option(
-        "--requeue-at-eviction",
-        help="An evicted job rejoins the queue as submitted at its eviction (as the live "
-        "scheduler sees a gang whose pods are recreated); by default it keeps its submit time.",
+        "--requeue-at-eviction/--keep-place-at-eviction",
+        help="Where an evicted job rejoins the queue: at its eviction, behind the jobs already "
+        "waiting (the default, as the live scheduler does), or at its place by submission.",
     ),
 ]
+#: The generator's share of users who declare run times (``WorkloadParams.estimates``).
 DEFAULT_ESTIMATES: float = WorkloadParams().estimates
 EstimatesOption = Annotated[
     float,

@@ -77,7 +77,7 @@ def simulate_command(
     jobs: JobsOption = 1500,
     report: Annotated[Path | None, typer.Option(help="Write an HTML report here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    requeue_at_eviction: RequeueOption = False,
+    requeue_at_eviction: RequeueOption = True,
 ) -> None:
     """Replay a workload through the scheduler and compare policies side by side.
 

@@ -8,7 +8,13 @@ admitted to nodes held for a reservation or to quota held for another job
 evicted to make room, the jobs it was evicted for (``evicted_by``: it never evicts them in
 return). The live scheduler rebuilds its snapshot from the API each cycle, so it keeps them
 here, with when each job was last evicted (``evicted_at``, which decides what is given up first
-when the state is too big to store).
+when the state is too big to store) and when it was first submitted (``submitted``).
+
+An evicted job comes back as new pods that its controller creates, and a job's submit time is
+its pods' creation time (:mod:`.snapshot_jobs`), so the pending job looks submitted at its
+return. :meth:`Carried.apply` gives it back its first submission and marks it requeued at the
+return (``Job.requeued_at``): as in the simulator, it queues behind the jobs already waiting
+and ages from its first submission.
 
 Every time is the cycle's ``Snapshot.now``, which the live scheduler takes from the wall clock
 (``time.time()``, Unix seconds), so the times stay meaningful in another process or on another
@@ -25,10 +31,11 @@ bounded by the jobs the cluster holds.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from gpusched.framework import Plan, Snapshot
-from gpusched.model import JobId
+from gpusched.framework import Plan, RunningJob, Snapshot
+from gpusched.model import Job, JobId
 
 __all__ = ["Carried"]
 
@@ -37,17 +44,19 @@ __all__ = ["Carried"]
 class Carried:
     """Reservation holders, deadlines and evictors from earlier cycles (module docstring).
 
-    Two values are equal when all four maps are (the store writes only a changed state).
+    Two values are equal when all five maps are (the store writes only a changed state).
     """
 
     reserved: dict[JobId, float] = field(default_factory=dict)
     deadlines: dict[JobId, float] = field(default_factory=dict)
     evicted_by: dict[JobId, frozenset[JobId]] = field(default_factory=dict)
     evicted_at: dict[JobId, float] = field(default_factory=dict)
+    submitted: dict[JobId, float] = field(default_factory=dict)
 
     def apply(self, snapshot: Snapshot) -> Snapshot:
-        """``snapshot`` with the holders, the deadlines of its running jobs and the evictors
-        of its jobs; entries of jobs it no longer has are forgotten."""
+        """``snapshot`` with the holders, the deadlines of its running jobs, the evictors of
+        its jobs and the first submission of its evicted jobs that are pending again (module
+        docstring); entries of jobs it no longer has are forgotten."""
         running = snapshot.running
         # Forget jobs that ended or were evicted (a restarted job gets a new deadline or none).
         self.deadlines = {j: d for j, d in self.deadlines.items() if j in running}
@@ -55,6 +64,7 @@ class Carried:
             live = set(running) | {j.id for j in snapshot.pending}
             self.evicted_by = {j: by for j, by in self.evicted_by.items() if j in live}
             self.evicted_at = {j: t for j, t in self.evicted_at.items() if j in self.evicted_by}
+            self.submitted = {j: t for j, t in self.submitted.items() if j in self.evicted_by}
         if not self.reserved and not self.deadlines and not self.evicted_by:
             return snapshot
         with_deadlines = {
@@ -63,15 +73,27 @@ class Carried:
         }
         return replace(
             snapshot,
+            pending=tuple(self._requeued(j) for j in snapshot.pending),
             running=with_deadlines,
             reserved=dict(self.reserved),
             evicted_by=dict(self.evicted_by),
         )
 
-    def record(self, plan: Plan, now: float) -> None:
+    def _requeued(self, job: Job) -> Job:
+        """``job`` with its first submission, requeued at its pods' creation, if it was
+        evicted after an earlier submission; else ``job``."""
+        first = self.submitted.get(job.id)
+        if first is None or first >= job.submit_time:
+            return job
+        return replace(job, submit_time=first, requeued_at=job.submit_time)
+
+    def record(
+        self, plan: Plan, now: float, running: Mapping[JobId, RunningJob] | None = None
+    ) -> None:
         """Remember ``plan``'s reservation holders (since their first cycle as holders), the
         deadlines of the jobs it starts on held nodes and whom its evicted jobs were evicted
-        for (and when)."""
+        for (and when), with the first submission of those among ``running`` (the snapshot's
+        running jobs)."""
         self.reserved = {j: self.reserved.get(j, now) for j in plan.reservations}
         evicted = {e.job for e in plan.evictions if not e.tasks}
         for job_id in evicted:
@@ -81,14 +103,18 @@ class Carried:
             if not ev.tasks and ev.job not in moved:
                 self.evicted_by[ev.job] = self.evicted_by.get(ev.job, frozenset()) | {ev.for_job}
                 self.evicted_at[ev.job] = now
+                run = None if running is None else running.get(ev.job)
+                if run is not None:
+                    first = run.job.submit_time
+                    self.submitted[ev.job] = min(first, self.submitted.get(ev.job, first))
         for job_id, (due, _) in plan.deadlines.items():
             self.deadlines[job_id] = due
 
     def merge(self, other: Carried) -> None:
         """Fold in ``other`` (the state stored by this or another leader): a holder keeps its
         earliest time, a deadline is taken for a job that has none here, evictors are united
-        (and the latest eviction time kept). Entries of jobs that are gone are dropped at the
-        next :meth:`apply`."""
+        (and the latest eviction time and the earliest submission kept). Entries of jobs that
+        are gone are dropped at the next :meth:`apply`."""
         for job_id, since in other.reserved.items():
             self.reserved[job_id] = min(since, self.reserved.get(job_id, since))
         for job_id, due in other.deadlines.items():
@@ -97,8 +123,14 @@ class Carried:
             self.evicted_by[job_id] = self.evicted_by.get(job_id, frozenset()) | by
         for job_id, at in other.evicted_at.items():
             self.evicted_at[job_id] = max(at, self.evicted_at.get(job_id, at))
+        for job_id, first in other.submitted.items():
+            self.submitted[job_id] = min(first, self.submitted.get(job_id, first))
 
     def copy(self) -> Carried:
         return Carried(
-            dict(self.reserved), dict(self.deadlines), dict(self.evicted_by), dict(self.evicted_at)
+            dict(self.reserved),
+            dict(self.deadlines),
+            dict(self.evicted_by),
+            dict(self.evicted_at),
+            dict(self.submitted),
         )

@@ -6,7 +6,8 @@ Lease's namespace) holding one key, ``state.json``::
     {"version": 1,
      "reserved":  {"JOB": SINCE, ...},                       reservation holders
      "deadlines": {"JOB": DUE, ...},                         guests on held nodes
-     "evictedBy": {"JOB": {"by": ["JOB", ...], "at": T}}}    evicted jobs, their evictors
+     "evictedBy": {"JOB": {"by": ["JOB", ...], "at": T,      evicted jobs, their evictors
+                           "submitted": T0}}}                 and first submission (optional)
 
 Jobs are ``NAMESPACE/PODGROUP`` for a gang, ``NAMESPACE/POD`` otherwise; times are Unix seconds
 (the wall clock, as ``Snapshot.now`` in the live scheduler), so they mean the same in the next
@@ -91,11 +92,15 @@ def _doc(carried: Carried) -> dict[str, Any]:
         "version": VERSION,
         "reserved": dict(carried.reserved),
         "deadlines": dict(carried.deadlines),
-        "evictedBy": {
-            job: {"by": sorted(by), "at": carried.evicted_at.get(job, 0.0)}
-            for job, by in carried.evicted_by.items()
-        },
+        "evictedBy": {job: _evicted(carried, job, by) for job, by in carried.evicted_by.items()},
     }
+
+
+def _evicted(carried: Carried, job: JobId, by: frozenset[JobId]) -> dict[str, Any]:
+    entry: dict[str, Any] = {"by": sorted(by), "at": carried.evicted_at.get(job, 0.0)}
+    if job in carried.submitted:
+        entry["submitted"] = carried.submitted[job]
+    return entry
 
 
 def encode(carried: Carried, limit_bytes: int = LIMIT_BYTES) -> tuple[str, int]:
@@ -155,6 +160,8 @@ def decode(text: str) -> Carried:
                 raise CarriedFormatError(f"{where}.by[{i}]", f"expected a job, got {evictor!r}")
         out.evicted_by[JobId(job)] = frozenset(JobId(e) for e in by)
         out.evicted_at[JobId(job)] = _time(entry.get("at"), f"{where}.at")
+        if "submitted" in entry:  # absent in state written before it was kept
+            out.submitted[JobId(job)] = _time(entry["submitted"], f"{where}.submitted")
     return out
 
 

@@ -186,7 +186,7 @@ class LiveScheduler:
         planned = built
         if live.snapshot.pending:
             plan = schedule(self._carried.apply(live.snapshot), self.profile)
-            self._carried.record(plan, live.snapshot.now)
+            self._carried.record(plan, live.snapshot.now, live.snapshot.running)
             planned = time.perf_counter()
             self.metrics.schedule_seconds.observe(planned - built)
             self._apply(live, plan, result)

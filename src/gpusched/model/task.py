@@ -166,7 +166,8 @@ class Job:
         min_available: how many tasks must be placed at once (defaults to all of them).
         queue: the queue the job is charged to.
         priority: larger runs first and may preempt smaller (used by the batch actions).
-        submit_time: seconds from the start of the workload.
+        submit_time: seconds from the start of the workload (its first submission; aging
+            counts from it).
         duration: seconds the job runs once started; ``None`` runs until the end. Only a
             simulator knows this; the scheduler sees ``runtime_estimate``.
         kind: what the job is for.
@@ -181,6 +182,8 @@ class Job:
         user: who submitted the job (runtime estimates are learned per user and kind).
         topology: the network domain the gang wants to sit in (see
             :mod:`gpusched.model.network`); ``None``: anywhere.
+        requeued_at: when the job rejoined the queue after its last eviction; ``None`` if it
+            was never evicted. See :attr:`queue_time`.
 
     Tasks beyond ``min_available`` are *elastic*: placed when they fit, and the first to be
     evicted under pressure.
@@ -202,6 +205,7 @@ class Job:
     runtime_estimate: float | None = None
     user: str = ""
     topology: TopologyRequest | None = None
+    requeued_at: float | None = None
 
     gpu_milli: int = field(init=False, default=0, compare=False)
     """Total GPU request of the job's gang (``min_available`` tasks) in milli-GPU."""
@@ -214,6 +218,16 @@ class Job:
         gang = self.tasks[: self.min_available]
         object.__setattr__(self, "gpu_milli", sum(t.shape.total_gpu_milli for t in gang))
         object.__setattr__(self, "cpu_milli", sum(t.shape.cpu_milli for t in gang))
+
+    @property
+    def queue_time(self) -> float:
+        """When the job joined the queue it waits in: its last requeue, else its submission.
+
+        The queue order (:mod:`gpusched.plugins.queue_sort`) and the guards' "started after
+        the job was queued" count from it, so an evicted job queues behind the jobs that were
+        waiting when it was evicted; aging (``starve_after_s``) counts from ``submit_time``.
+        """
+        return self.submit_time if self.requeued_at is None else self.requeued_at
 
     @classmethod
     def single(

@@ -1,14 +1,18 @@
 """Queue order plugins: in which order an action tries pending jobs.
 
-* ``fifo``: by submit time (stable).
-* ``priority``: higher priority first, then by submit time.
+* ``fifo``: by queue time (stable).
+* ``priority``: higher priority first, then by queue time.
 * ``fair-share``: higher priority first; among equal priority, the job of the queue with the
   lowest weighted dominant share first (current plus decayed usage, see
-  :mod:`gpusched.framework.quota`), then by submit time::
+  :mod:`gpusched.framework.quota`), then by queue time::
 
-      key(j) = (-priority_j, share(queue_j), submit_j)
+      key(j) = (-priority_j, share(queue_j), queued_j)
 
   Without queues configured it is ``priority``.
+
+A job's queue time (:attr:`~gpusched.model.Job.queue_time`) is its submission, or its last
+eviction if it was evicted: an evicted job queues behind the jobs that were waiting when it
+was evicted, rather than ahead of all of them by its original submission.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ class Fifo:
     name = "fifo"
 
     def order(self, session: Session, jobs: Sequence[Job]) -> list[Job]:
-        return sorted(jobs, key=lambda j: j.submit_time)
+        return sorted(jobs, key=lambda j: j.queue_time)
 
 
 class PriorityOrder:
@@ -36,7 +40,7 @@ class PriorityOrder:
     name = "priority"
 
     def order(self, session: Session, jobs: Sequence[Job]) -> list[Job]:
-        return sorted(jobs, key=lambda j: (-j.priority, j.submit_time))
+        return sorted(jobs, key=lambda j: (-j.priority, j.queue_time))
 
 
 class FairShare:
@@ -54,11 +58,11 @@ class FairShare:
     def order(self, session: Session, jobs: Sequence[Job]) -> list[Job]:
         quota = session.quota
         if quota is None:
-            return sorted(jobs, key=lambda j: (-j.priority, j.submit_time))
+            return sorted(jobs, key=lambda j: (-j.priority, j.queue_time))
         shares = {q: quota.share(q) for q in {j.queue for j in jobs}}
         last = self._last
         if last is not None and last[0] is jobs and last[1] == shares:
             return list(last[2])
-        out = sorted(jobs, key=lambda j: (-j.priority, shares[j.queue], j.submit_time))
+        out = sorted(jobs, key=lambda j: (-j.priority, shares[j.queue], j.queue_time))
         self._last = (jobs, shares, tuple(out))
         return out

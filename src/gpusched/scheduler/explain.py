@@ -96,6 +96,12 @@ def _needs(job: Job) -> tuple[str, ...]:
         + (f" ({job.priority_class})" if job.priority_class else "")
         + ("" if job.preemptible else ", not preemptible"),
     ]
+    if job.requeued_at is not None:
+        lines.append(
+            f"evicted, back in the queue since t={job.requeued_at:,.0f} s (submitted at "
+            f"t={job.submit_time:,.0f} s): it queues behind the jobs waiting then, and ages "
+            "from its submission"
+        )
     shapes: dict[object, tuple[Task, int]] = {}
     for t in job.tasks:
         task, n = shapes.get(t.shape, (t, 0))

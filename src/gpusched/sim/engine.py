@@ -338,7 +338,7 @@ class Simulation:
         # Back in the queue from now (SimOptions.requeue_at_eviction); the record keeps the
         # job as submitted, for its wait and the metrics.
         requeued = self.options.requeue_at_eviction
-        self._pending[job_id] = replace(rec.job, submit_time=self.now) if requeued else rec.job
+        self._pending[job_id] = replace(rec.job, requeued_at=self.now) if requeued else rec.job
         self._log("evict", job_id, f"for {for_job}")
 
     def _move_out(self, job_id: JobId) -> None:

@@ -28,12 +28,12 @@ class SimOptions:
         sequential_arrivals: ignore submit times; job ``i`` arrives at time ``i``.
         record_events: keep the event log (for determinism checks and debugging).
         fair_share_half_life_s: half-life of the decayed queue usage used by fair share.
-        requeue_at_eviction: an evicted job rejoins the queue as if submitted at its eviction
-            (its ``submit_time`` in later snapshots is the eviction time), so its place in the
-            queue, its aging and the guards that count waiting time start again from there.
-            This is what the live scheduler sees when a job's controller recreates the evicted
-            pods (a job's submit time is its pods' creation time). Off by default: the job
-            keeps its original submit time (docs/architecture.md). Either way its wait and
+        requeue_at_eviction: an evicted job rejoins the queue at its eviction
+            (:attr:`~gpusched.model.Job.requeued_at`): its place in the queue order and the
+            waiting time the guards count start again from there, behind the jobs that were
+            already waiting; aging counts from its submission still. On by default, as in the
+            live scheduler (docs/architecture.md); off, the job keeps its place by its
+            submission, ahead of the jobs submitted after it. Either way its wait and
             completion time count from its arrival.
     """
 
@@ -42,7 +42,7 @@ class SimOptions:
     sequential_arrivals: bool = False
     record_events: bool = False
     fair_share_half_life_s: float = 4 * 3600.0
-    requeue_at_eviction: bool = False
+    requeue_at_eviction: bool = True
 
 
 @dataclass(slots=True)
