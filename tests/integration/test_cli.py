@@ -294,7 +294,9 @@ def test_unknown_plugin_in_profile_lists_known_ones(tmp_path: Path) -> None:
 def test_bench_gangs_runs_every_policy_and_gang_policies_never_leave_gangs_partial() -> None:
     result = gpusched("bench", "gangs", "--jobs", "80", "--workers", "1", "--json")
     assert result.returncode == 0, result.stderr
-    rows = {r["policy"]: r for r in json.loads(result.stdout)["results"]}
+    out = json.loads(result.stdout)
+    assert out["requeue_at_eviction"] is True  # the default; the runs: test_sim_engine.py
+    rows = {r["policy"]: r for r in out["results"]}
     assert list(rows) == ["kube-default", "fifo-gang", "gpusched", "gpusched-no-reservation"]
     for name in ("fifo-gang", "gpusched", "gpusched-no-reservation"):
         assert rows[name]["partially_placed_gangs_max"] == 0, name

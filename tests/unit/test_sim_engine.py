@@ -15,7 +15,7 @@ from gpusched.scheduler import policy_spec
 from gpusched.scheduler.build import build_profile
 from gpusched.sim import SimOptions, Simulation
 from gpusched.sim.events import EventHeap, EventKind
-from gpusched.sim.gang_bench import without_reservation
+from gpusched.sim.gang_bench import run_gang_bench, without_reservation
 from gpusched.sim.metrics import RunMetrics, summarise
 
 
@@ -378,3 +378,24 @@ def test_an_evicted_job_ages_from_its_first_submission() -> None:
     assert [line for line in young if line.startswith("1500.000 bind")] == [
         "1500.000 bind late n[0, 1, 2, 3, 4, 5, 6, 7]"
     ]
+
+
+def test_the_gang_bench_passes_where_an_evicted_job_rejoins_to_every_run() -> None:
+    # The jobs of _evicted_behind_waiter: only waiter waits, 1,400 s when long rejoins the
+    # queue behind it, 11,400 s when long keeps its place.
+    jobs = [
+        make_job("long").gpus(8).at(0).runs_for(10_000).build(),
+        make_job("waiter").gpus(8).at(100).runs_for(100).build(),
+        make_job("urgent").gpus(8).priority(10).at(1000).runs_for(500).build(),
+    ]
+    nodes = [make_node("n").gpus(8).build()]
+    spec = without_reservation(policy_spec("gpusched"))
+    waits = {
+        requeue: run_gang_bench(
+            nodes, jobs, None, [spec], 0, workers=1,
+            options=SimOptions(requeue_at_eviction=requeue),
+        )[0]["avg_wait_s"]
+        for requeue in (True, False)
+    }  # fmt: skip
+    assert 3 * waits[True] == pytest.approx(1_400)
+    assert 3 * waits[False] == pytest.approx(11_400)

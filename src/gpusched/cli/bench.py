@@ -20,6 +20,7 @@ from gpusched.cli.inputs import (
     DEFAULT_LOAD,
     EstimatesOption,
     LoadOption,
+    RequeueOption,
     load_inputs,
     parse_seeds,
 )
@@ -33,6 +34,7 @@ from gpusched.sim.bench import run_bench
 from gpusched.sim.cycle_bench import PHASES, CycleResult, build_cycle_setup, time_cycle
 from gpusched.sim.gang_bench import GANG_POLICIES, gang_specs, run_gang_bench
 from gpusched.sim.machine import machine_info, machine_line
+from gpusched.sim.records import SimOptions
 
 __all__ = ["bench_app"]
 
@@ -125,6 +127,7 @@ def bench_gangs(
     workers: Annotated[
         int | None, typer.Option(min=1, help="Worker processes (default: CPU count).")
     ] = None,
+    requeue_at_eviction: RequeueOption = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """A generated gang workload under kube-default, FIFO gangs and gpusched (with and without
@@ -142,7 +145,7 @@ def bench_gangs(
 
         results = run_gang_bench(
             inputs.nodes, inputs.jobs, tree, specs, seed, workers=workers,
-            progress=step,
+            progress=step, options=SimOptions(requeue_at_eviction=requeue_at_eviction),
         )  # fmt: skip
     if as_json:
         print(
@@ -151,6 +154,7 @@ def bench_gangs(
                     "workload": inputs.title,
                     "queues": queues,
                     "seed": seed,
+                    "requeue_at_eviction": requeue_at_eviction,
                     "machine": machine,
                     "results": results,
                 }

@@ -21,6 +21,7 @@ from gpusched.framework import ProfileSpec
 from gpusched.model import Job, Node, QueueTree
 from gpusched.scheduler import policy_spec
 from gpusched.sim.pool import map_in_workers
+from gpusched.sim.records import SimOptions
 from gpusched.sim.runs import simulate
 
 __all__ = ["GANG_POLICIES", "gang_specs", "run_gang_bench", "without_reservation"]
@@ -52,13 +53,25 @@ def gang_specs(names: Sequence[str] = GANG_POLICIES) -> list[ProfileSpec]:
 _DATA: dict[str, Any] = {}
 
 
-def _init(nodes: Sequence[Node], jobs: Sequence[Job], queues: QueueTree | None) -> None:
-    _DATA.update(nodes=nodes, jobs=jobs, queues=queues)
+def _init(
+    nodes: Sequence[Node],
+    jobs: Sequence[Job],
+    queues: QueueTree | None,
+    options: SimOptions | None,
+) -> None:
+    _DATA.update(nodes=nodes, jobs=jobs, queues=queues, options=options)
 
 
 def _one(pair: tuple[ProfileSpec, int]) -> dict[str, Any]:
     spec, seed = pair
-    run = simulate(_DATA["nodes"], _DATA["jobs"], spec, seed, queues=_DATA["queues"])
+    run = simulate(
+        _DATA["nodes"],
+        _DATA["jobs"],
+        spec,
+        seed,
+        queues=_DATA["queues"],
+        options=_DATA["options"],
+    )
     return {"policy": spec.name, **run.summary}
 
 
@@ -71,13 +84,15 @@ def run_gang_bench(
     *,
     workers: int | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
+    options: SimOptions | None = None,
 ) -> list[dict[str, Any]]:
-    """One summary per spec, in the order given (``progress`` as each run finishes)."""
+    """One summary per spec, in the order given (``progress`` as each run finishes;
+    ``options``: the simulator's, default ones if ``None``)."""
     return map_in_workers(
         _one,
         [(spec, seed) for spec in specs],
         _init,
-        (nodes, jobs, queues),
+        (nodes, jobs, queues, options),
         workers=workers,
         progress=progress,
     )
