@@ -71,9 +71,12 @@ class Carried:
             j: replace(run, deadline=self.deadlines[j]) if j in self.deadlines else run
             for j, run in running.items()
         }
+        pending = snapshot.pending
+        if self.submitted:  # (most cycles have no evicted job back in the queue)
+            pending = tuple(self._requeued(j) for j in pending)
         return replace(
             snapshot,
-            pending=tuple(self._requeued(j) for j in snapshot.pending),
+            pending=pending,
             running=with_deadlines,
             reserved=dict(self.reserved),
             evicted_by=dict(self.evicted_by),
