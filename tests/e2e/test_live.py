@@ -368,19 +368,22 @@ def test_higher_priority_pod_preempts_through_the_eviction_api(
     state = f"/api/v1/namespaces/{SYSTEM_NS}/configmaps/gpusched-state"
     victims = {f"{namespace}/low{i}" for i in range(8)}
 
-    def stored() -> dict[str, JsonObj]:
+    def stored(section: str = "evictedBy") -> dict[str, JsonObj]:
         found = kube.get(state)
         if found.status_code != 200:
             return {}
-        evicted: dict[str, JsonObj] = json.loads(found.json()["data"]["state.json"])["evictedBy"]
-        return {job: entry for job, entry in evicted.items() if job in victims}
+        doc = json.loads(found.json()["data"]["state.json"])
+        entries: dict[str, JsonObj] = doc.get(section, {})
+        return {job: entry for job, entry in entries.items() if job in victims}
 
     wait_until("the evictions stored", lambda: len(stored()) == 8, 30)
     assert all(entry["by"] == [f"{namespace}/high"] for entry in stored().values())
-    # With each victim's first submission, which a re-created pod's creation time would hide.
+    # With each victim's first submission, which a re-created pod's creation time would hide,
+    # and its disruptions, which the disruption budget counts.
     assert {job: e["submitted"] for job, e in stored().items()} == {
         job: when.timestamp() for job, when in created.items()
     }
+    assert stored("disrupted") == {job: {"evictions": 1, "moves": 0} for job in victims}
     assert "could not write the carried state" not in scheduler.log.read_text()
 
 

@@ -1,6 +1,6 @@
-"""The live scheduler carries reservation holders, deadlines, evictors and evicted jobs' first
-submissions between cycles, and stores them as JSON for the next leader (the ConfigMap itself:
-tests/e2e/test_live_carry.py)."""
+"""The live scheduler carries reservation holders, deadlines, evictors, evicted jobs' first
+submissions and every job's disruption counts between cycles, and stores them as JSON for the
+next leader (the ConfigMap itself: tests/e2e/test_live_carry.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ import json
 
 import pytest
 
-from builders import make_job, make_node, make_state
-from gpusched.framework import Eviction, Plan, Reservation, RunningJob, Snapshot
+from builders import make_job, make_node, make_state, policy_profile
+from gpusched.framework import Eviction, Move, Plan, Reservation, RunningJob, Snapshot
 from gpusched.live.carry import Carried
 from gpusched.live.carry_store import CarriedFormatError, decode, encode
-from gpusched.model import JobId, NodeName
+from gpusched.model import JobId, NodeName, TaskId
+from gpusched.scheduler import schedule
 
 
 def _snapshot(running: dict[str, float], now: float) -> Snapshot:
@@ -90,6 +91,65 @@ def test_an_evicted_job_back_in_the_queue_keeps_its_first_submission() -> None:
     assert carried.submitted == {}
 
 
+def test_disruptions_are_counted_and_reach_the_core_as_the_simulator_gives_them() -> None:
+    # victim is evicted twice, mover moved once; the pods that come back do not say so.
+    carried = Carried()
+    for at, evictor in ((100.0, "owner"), (200.0, "urgent")):
+        plan = Plan()
+        plan.evictions.append(Eviction(JobId("victim"), JobId(evictor), "preempted"))
+        carried.record(plan, at)
+    moving = Plan()
+    moving.evictions.append(Eviction(JobId("mover"), JobId("big"), "moved"))
+    moving.moves.append(
+        Move(
+            TaskId("mover-0"),
+            JobId("mover"),
+            JobId("big"),
+            NodeName("a"),
+            (0,),
+            NodeName("b"),
+            (0,),
+            1000,
+        )
+    )
+    carried.record(moving, 250.0)
+    assert carried.disrupted == {JobId("victim"): (2, 0), JobId("mover"): (0, 1)}
+    assert carried.evicted_by.keys() == {JobId("victim")}  # a move evicts for no one
+    snap = carried.apply(_snapshot({"victim": 300.0, "mover": 260.0, "other": 0.0}, now=400.0))
+    # The disruption budget reads evictions and moves; "evicted at most once" evictions only.
+    assert snap.evictions == {JobId("victim"): 2, JobId("mover"): 1}
+    evictions = {j: run.evictions for j, run in snap.running.items()}
+    assert evictions == {JobId("victim"): 2, JobId("mover"): 0, JobId("other"): 0}
+    stored = decode(encode(carried)[0])
+    assert stored.disrupted == carried.disrupted
+    carried.apply(_snapshot({"mover": 260.0}, now=500.0))  # victim is gone: forgotten
+    assert carried.disrupted == {JobId("mover"): (0, 1)}
+
+
+def test_a_job_past_its_disruption_budget_is_spared_across_live_cycles() -> None:
+    # One 8-GPU node: `spent` (started at 5000, the cheaper victim: less progress lost) and
+    # `fresh` (started at 0) hold 4 GPUs each; `urgent` (priority 1000) needs 4. The live
+    # snapshot says nothing of evictions; the carried counts say spent was evicted 3 times,
+    # the default budget (preempt's max_evictions).
+    state = make_state(make_node("a").gpus(8))
+    running = {}
+    for name, start, gpus in (("spent", 5000.0, (0, 1, 2, 3)), ("fresh", 0.0, (4, 5, 6, 7))):
+        job = make_job(name).gpus(4).build()
+        state.allocate(job.tasks[0], state.index[NodeName("a")], gpus)
+        running[job.id] = RunningJob(job, start)
+    urgent = make_job("urgent").gpus(4).priority(1000).at(9000.0).build()
+    snapshot = Snapshot(state, (urgent,), 10_000.0, running=running)
+    profile = policy_profile("gpusched")
+
+    def victims(snap: Snapshot) -> list[str]:
+        plan = schedule(snap, profile)
+        return [e.job for e in plan.evictions]
+
+    assert victims(snapshot) == ["spent"]  # without the counts
+    carried = Carried(disrupted={JobId("spent"): (3, 0)})
+    assert victims(carried.apply(snapshot)) == ["fresh"]
+
+
 # -- the stored form (live.carry_store): JSON round trip, pruning, size limit, bad input -------
 
 
@@ -117,6 +177,7 @@ def test_the_carried_state_survives_its_json_form_exactly() -> None:
         "reserved": {"ns/big": 1_700_000_000.25},
         "deadlines": {"ns/guest": 1_700_000_900.5},
         "evictedBy": {"ns/victim": {"by": ["ns/owner", "ns/urgent"], "at": 1_700_000_060.0}},
+        "disrupted": {"ns/victim": {"evictions": 2, "moves": 0}},
     }
     back = decode(text)
     assert back == carried
@@ -157,6 +218,7 @@ def test_merging_unites_evictors_and_keeps_the_earliest_holder() -> None:
         evicted_by={JobId("v"): frozenset({JobId("x")})},
         evicted_at={JobId("v"): 5.0},
         submitted={JobId("v"): 3.0},
+        disrupted={JobId("v"): (2, 0), JobId("m"): (0, 3)},
     )
     theirs = Carried(
         reserved={JobId("a"): 20.0, JobId("b"): 30.0},
@@ -164,6 +226,7 @@ def test_merging_unites_evictors_and_keeps_the_earliest_holder() -> None:
         evicted_by={JobId("v"): frozenset({JobId("y")}), JobId("w"): frozenset({JobId("x")})},
         evicted_at={JobId("v"): 7.0, JobId("w"): 6.0},
         submitted={JobId("v"): 1.0, JobId("w"): 2.0},
+        disrupted={JobId("v"): (1, 1), JobId("w"): (1, 0)},
     )
     ours.merge(theirs)
     assert ours.reserved == {"a": 20.0, "b": 30.0}
@@ -171,6 +234,7 @@ def test_merging_unites_evictors_and_keeps_the_earliest_holder() -> None:
     assert ours.evicted_by == {"v": frozenset({"x", "y"}), "w": frozenset({"x"})}
     assert ours.evicted_at == {"v": 7.0, "w": 6.0}
     assert ours.submitted == {"v": 1.0, "w": 2.0}  # the earliest submission
+    assert ours.disrupted == {"v": (2, 1), "w": (1, 0), "m": (0, 3)}  # the larger counts
 
 
 def test_over_the_size_limit_the_oldest_evictions_are_left_out_first() -> None:
@@ -214,6 +278,15 @@ def test_over_the_size_limit_the_oldest_evictions_are_left_out_first() -> None:
         (
             '{"version": 1, "evictedBy": {"ns/v": {"by": ["ns/h"], "at": 1, "submitted": "x"}}}',
             '"ns/v"].submitted: expected U',
+        ),
+        ('{"version": 1, "disrupted": {"ns/v": 2}}', 'disrupted["ns/v"]: expected an object'),
+        (
+            '{"version": 1, "disrupted": {"ns/v": {"evictions": -1}}}',
+            'disrupted["ns/v"].evictions: expected a count >= 0, got -1',
+        ),
+        (
+            '{"version": 1, "disrupted": {"ns/v": {"evictions": 1, "moves": "2"}}}',
+            "disrupted[\"ns/v\"].moves: expected a count >= 0, got '2'",
         ),
     ],
 )

@@ -16,6 +16,12 @@ return. :meth:`Carried.apply` gives it back its first submission and marks it re
 return (``Job.requeued_at``): as in the simulator, it queues behind the jobs already waiting
 and ages from its first submission.
 
+The same goes for how often a job was disrupted (``disrupted``: evictions and moves), which
+the pods that come back do not say. The core reads it twice, as the simulator gives it:
+``Snapshot.evictions`` (evictions plus moves) for the disruption budget of preemption, reclaim
+and defragmentation, and ``RunningJob.evictions`` (evictions only) for the rules that evict
+a job at most once (the overdue rule and the starvation and limit guards).
+
 Every time is the cycle's ``Snapshot.now``, which the live scheduler takes from the wall clock
 (``time.time()``, Unix seconds), so the times stay meaningful in another process or on another
 machine. The leader writes this state to a ConfigMap after each cycle that changed it, and a
@@ -44,7 +50,8 @@ __all__ = ["Carried"]
 class Carried:
     """Reservation holders, deadlines and evictors from earlier cycles (module docstring).
 
-    Two values are equal when all five maps are (the store writes only a changed state).
+    Two values are equal when all six maps are (the store writes only a changed state).
+    ``disrupted``: per job, how often it was evicted and how often moved.
     """
 
     reserved: dict[JobId, float] = field(default_factory=dict)
@@ -52,35 +59,44 @@ class Carried:
     evicted_by: dict[JobId, frozenset[JobId]] = field(default_factory=dict)
     evicted_at: dict[JobId, float] = field(default_factory=dict)
     submitted: dict[JobId, float] = field(default_factory=dict)
+    disrupted: dict[JobId, tuple[int, int]] = field(default_factory=dict)
 
     def apply(self, snapshot: Snapshot) -> Snapshot:
         """``snapshot`` with the holders, the deadlines of its running jobs, the evictors of
         its jobs and the first submission of its evicted jobs that are pending again (module
-        docstring); entries of jobs it no longer has are forgotten."""
+        docstring) and how often each was disrupted; entries of jobs it no longer has are
+        forgotten."""
         running = snapshot.running
         # Forget jobs that ended or were evicted (a restarted job gets a new deadline or none).
         self.deadlines = {j: d for j, d in self.deadlines.items() if j in running}
-        if self.evicted_by or self.evicted_at:  # and jobs that are gone
+        if self.evicted_by or self.evicted_at or self.disrupted:  # and jobs that are gone
             live = set(running) | {j.id for j in snapshot.pending}
             self.evicted_by = {j: by for j, by in self.evicted_by.items() if j in live}
             self.evicted_at = {j: t for j, t in self.evicted_at.items() if j in self.evicted_by}
             self.submitted = {j: t for j, t in self.submitted.items() if j in self.evicted_by}
-        if not self.reserved and not self.deadlines and not self.evicted_by:
+            self.disrupted = {j: n for j, n in self.disrupted.items() if j in live}
+        if not self.reserved and not self.deadlines and not self.evicted_by and not self.disrupted:
             return snapshot
-        with_deadlines = {
-            j: replace(run, deadline=self.deadlines[j]) if j in self.deadlines else run
-            for j, run in running.items()
-        }
         pending = snapshot.pending
         if self.submitted:  # (most cycles have no evicted job back in the queue)
             pending = tuple(self._requeued(j) for j in pending)
         return replace(
             snapshot,
             pending=pending,
-            running=with_deadlines,
+            running={j: self._running(run) for j, run in running.items()},
             reserved=dict(self.reserved),
             evicted_by=dict(self.evicted_by),
+            evictions={**snapshot.evictions, **{j: e + m for j, (e, m) in self.disrupted.items()}},
         )
+
+    def _running(self, run: RunningJob) -> RunningJob:
+        """``run`` with its deadline and how often it was evicted before, where kept."""
+        j = run.job.id
+        evictions = self.disrupted.get(j, (run.evictions, 0))[0]
+        deadline = self.deadlines.get(j, run.deadline)
+        if evictions == run.evictions and deadline == run.deadline:
+            return run
+        return replace(run, evictions=evictions, deadline=deadline)
 
     def _requeued(self, job: Job) -> Job:
         """``job`` with its first submission, requeued at its pods' creation, if it was
@@ -94,14 +110,20 @@ class Carried:
         self, plan: Plan, now: float, running: Mapping[JobId, RunningJob] | None = None
     ) -> None:
         """Remember ``plan``'s reservation holders (since their first cycle as holders), the
-        deadlines of the jobs it starts on held nodes and whom its evicted jobs were evicted
+        deadlines of the jobs it starts on held nodes, whom its evicted jobs were evicted
         for (and when), with the first submission of those among ``running`` (the snapshot's
-        running jobs)."""
+        running jobs), and one more eviction or move of each job it evicts or moves."""
         self.reserved = {j: self.reserved.get(j, now) for j in plan.reservations}
         evicted = {e.job for e in plan.evictions if not e.tasks}
         for job_id in evicted:
             self.deadlines.pop(job_id, None)
         moved = plan.moved_jobs()
+        for job_id in evicted:
+            evictions, moves = self.disrupted.get(job_id, (0, 0))
+            if job_id in moved:
+                self.disrupted[job_id] = (evictions, moves + 1)
+            else:
+                self.disrupted[job_id] = (evictions + 1, moves)
         for ev in plan.evictions:
             if not ev.tasks and ev.job not in moved:
                 self.evicted_by[ev.job] = self.evicted_by.get(ev.job, frozenset()) | {ev.for_job}
@@ -116,8 +138,9 @@ class Carried:
     def merge(self, other: Carried) -> None:
         """Fold in ``other`` (the state stored by this or another leader): a holder keeps its
         earliest time, a deadline is taken for a job that has none here, evictors are united
-        (and the latest eviction time and the earliest submission kept). Entries of jobs that
-        are gone are dropped at the next :meth:`apply`."""
+        (and the latest eviction time and the earliest submission kept), and the larger count
+        of evictions and of moves. Entries of jobs that are gone are dropped at the next
+        :meth:`apply`."""
         for job_id, since in other.reserved.items():
             self.reserved[job_id] = min(since, self.reserved.get(job_id, since))
         for job_id, due in other.deadlines.items():
@@ -128,6 +151,9 @@ class Carried:
             self.evicted_at[job_id] = max(at, self.evicted_at.get(job_id, at))
         for job_id, first in other.submitted.items():
             self.submitted[job_id] = min(first, self.submitted.get(job_id, first))
+        for job_id, (evictions, moves) in other.disrupted.items():
+            mine = self.disrupted.get(job_id, (0, 0))
+            self.disrupted[job_id] = (max(evictions, mine[0]), max(moves, mine[1]))
 
     def copy(self) -> Carried:
         return Carried(
@@ -136,4 +162,5 @@ class Carried:
             dict(self.evicted_by),
             dict(self.evicted_at),
             dict(self.submitted),
+            dict(self.disrupted),
         )

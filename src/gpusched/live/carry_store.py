@@ -7,7 +7,8 @@ Lease's namespace) holding one key, ``state.json``::
      "reserved":  {"JOB": SINCE, ...},                       reservation holders
      "deadlines": {"JOB": DUE, ...},                         guests on held nodes
      "evictedBy": {"JOB": {"by": ["JOB", ...], "at": T,      evicted jobs, their evictors
-                           "submitted": T0}}}                 and first submission (optional)
+                           "submitted": T0}},                 and first submission (optional)
+     "disrupted": {"JOB": {"evictions": N, "moves": M}}}     disruptions (optional section)
 
 Jobs are ``NAMESPACE/PODGROUP`` for a gang, ``NAMESPACE/POD`` otherwise; times are Unix seconds
 (the wall clock, as ``Snapshot.now`` in the live scheduler), so they mean the same in the next
@@ -29,8 +30,8 @@ leader's process. The annotation ``gpusched.dev/written-by`` names the replica t
   jobs (:meth:`.Carried.apply`). A ConfigMap holds at most 1 MiB; if the JSON would exceed
   ``limit_bytes`` (1,000,000), entries are left out of the stored copy until it fits --
   evicted jobs' evictors first, oldest eviction first; then deadlines, latest first; then
-  holders, newest first -- and a warning says how many (the leader keeps all of them in
-  memory; a new leader would start without those left out).
+  holders, newest first; then disruption counts, fewest first -- and a warning says how many
+  (the leader keeps all of them in memory; a new leader would start without those left out).
 * **Malformed or foreign**: a ``state.json`` that is not this format (bad JSON, a wrong type,
   another ``version``) is reported in a warning naming the object and the field, the leader
   starts with no stored state and overwrites it at its next write. A ConfigMap of that name
@@ -88,11 +89,15 @@ def _dumps(value: object) -> str:
 
 
 def _doc(carried: Carried) -> dict[str, Any]:
+    """The JSON document (:func:`_without_empty` leaves out an empty ``disrupted``)."""
     return {
         "version": VERSION,
         "reserved": dict(carried.reserved),
         "deadlines": dict(carried.deadlines),
         "evictedBy": {job: _evicted(carried, job, by) for job, by in carried.evicted_by.items()},
+        "disrupted": {
+            job: {"evictions": e, "moves": m} for job, (e, m) in carried.disrupted.items()
+        },
     }
 
 
@@ -105,18 +110,21 @@ def _evicted(carried: Carried, job: JobId, by: frozenset[JobId]) -> dict[str, An
 
 def encode(carried: Carried, limit_bytes: int = LIMIT_BYTES) -> tuple[str, int]:
     """``carried`` as compact JSON of at most ``limit_bytes`` bytes, and how many entries were
-    left out to fit (module docstring: evictors oldest first, then deadlines, then holders)."""
+    left out to fit (module docstring: evictors oldest first, then deadlines, then holders,
+    then disruption counts)."""
     doc = _doc(carried)
-    text = _dumps(doc)
+    text = _dumps(_without_empty(doc))
     if len(text) <= limit_bytes:
         return text, 0
     evicted: dict[str, dict[str, Any]] = doc["evictedBy"]
     deadlines: dict[str, float] = doc["deadlines"]
     reserved: dict[str, float] = doc["reserved"]
+    disrupted: dict[str, dict[str, int]] = doc["disrupted"]
     order: Iterator[tuple[dict[str, Any], str]] = iter(
         [(evicted, j) for j in sorted(evicted, key=lambda j: (evicted[j]["at"], j))]
         + [(deadlines, j) for j in sorted(deadlines, key=lambda j: (-deadlines[j], j))]
         + [(reserved, j) for j in sorted(reserved, key=lambda j: (-reserved[j], j))]
+        + [(disrupted, j) for j in sorted(disrupted, key=lambda j: (_total(disrupted[j]), j))]
     )
     dropped = 0
     while len(text) > limit_bytes:
@@ -127,9 +135,14 @@ def encode(carried: Carried, limit_bytes: int = LIMIT_BYTES) -> tuple[str, int]:
             if excess <= 0:
                 break
         else:
-            return _dumps(doc), dropped  # nothing left to drop
-        text = _dumps(doc)
+            return _dumps(_without_empty(doc)), dropped  # nothing left to drop
+        text = _dumps(_without_empty(doc))
     return text, dropped
+
+
+def _without_empty(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` without an empty ``disrupted`` (the form written before it was kept)."""
+    return doc if doc["disrupted"] else {k: v for k, v in doc.items() if k != "disrupted"}
 
 
 def decode(text: str) -> Carried:
@@ -162,7 +175,24 @@ def decode(text: str) -> Carried:
         out.evicted_at[JobId(job)] = _time(entry.get("at"), f"{where}.at")
         if "submitted" in entry:  # absent in state written before it was kept
             out.submitted[JobId(job)] = _time(entry["submitted"], f"{where}.submitted")
+    for job, entry in _section(doc, "disrupted").items():  # absent before it was kept
+        where = f"disrupted[{_dumps(job)}]"
+        if not isinstance(entry, dict):
+            raise CarriedFormatError(where, f"expected an object, got {_kind(entry)}")
+        counts = (_count(entry, "evictions", where), _count(entry, "moves", where))
+        out.disrupted[JobId(job)] = counts
     return out
+
+
+def _total(counts: dict[str, int]) -> int:
+    return counts["evictions"] + counts["moves"]
+
+
+def _count(entry: dict[str, Any], key: str, where: str) -> int:
+    value = entry.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise CarriedFormatError(f"{where}.{key}", f"expected a count >= 0, got {value!r}")
+    return value
 
 
 def _section(doc: dict[str, Any], name: str) -> dict[str, Any]:
