@@ -171,6 +171,52 @@ def test_explain_shows_the_quota_hold_of_a_job_waiting_to_borrow(tmp_path: Path)
     assert "estimated start: t=2,000 s" in text
 
 
+def test_explain_says_when_aging_and_the_limit_guard_apply(tmp_path: Path) -> None:
+    # team-a may hold 8 GPUs. `early` (2 GPUs) runs from t=0; `big` (8 GPUs, t=10) breaks the
+    # limit; `late` (4 GPUs, t=20) fits under it and starts. With aging and the limit guard at
+    # 500 s, `big` goes first from t=510 and may then evict `late` (started after it was
+    # queued) but not `early`, which alone keeps it over the limit. `other` (team-b, t=700)
+    # makes events after t=510.
+    args = explain_inputs(
+        tmp_path,
+        workload=(
+            "jobs:\n"
+            "  - {name: early, submit: 0, duration: 9000, cpu: 4, memory: 32Gi, gpus: 2,"
+            " queue: team-a}\n"
+            "  - {name: big, submit: 10, duration: 600, cpu: 4, memory: 32Gi, gpus: 8,"
+            " queue: team-a}\n"
+            "  - {name: late, submit: 20, duration: 9000, cpu: 4, memory: 32Gi, gpus: 4,"
+            " queue: team-a}\n"
+            "  - {name: other, submit: 700, duration: 60, cpu: 4, memory: 32Gi, gpus: 1,"
+            " queue: team-b}\n"
+        ),
+        config="queues:\n  - {name: team-a, limit: {gpu: 8}}\n  - {name: team-b}\n",
+    )
+    shown = gpusched("profile", "show", "gpusched")
+    assert shown.returncode == 0, shown.stderr
+    profile = tmp_path / "p.yaml"
+    profile.write_text(
+        shown.stdout.replace("starve_after_s: 86400.0", "starve_after_s: 500.0").replace(
+            "limit_guard_after_s: 86400.0", "limit_guard_after_s: 500.0"
+        )
+    )
+    young = explained("big", ["--at", "30", "--profile", str(profile), *args])
+    assert "big is pending at t=20 s" in young
+    assert "aging: from t=510 s (in 8.2 min) it goes before younger jobs" in young
+    assert (
+        "limit guard: from t=510 s (in 8.2 min) it may evict work of queue 'team-a' started "
+        "after t=10 s 1 job(s), 4 GPUs now; with all gone the queues would not admit it and "
+        "the nodes would fit it"
+    ) in young
+    old = explained("big", ["--at", "800", "--profile", str(profile), *args])
+    assert "big is pending at t=760 s" in old  # other ends at 760
+    assert "aged since t=510 s: it goes before younger jobs for a reservation" in old
+    assert "limit guard: since t=510 s it may evict work of queue 'team-a'" in old
+    plain = explained("big", ["--at", "30", "--policy", "gpusched-easy", *args])
+    assert "aging" not in plain
+    assert "limit guard" not in plain
+
+
 def test_report_is_a_self_contained_html_page_with_charts(tmp_path: Path) -> None:
     report = tmp_path / "r.html"
     result = gpusched("simulate", "--jobs", "80", "--report", str(report))

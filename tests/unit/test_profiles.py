@@ -68,18 +68,23 @@ def test_policy_spec_is_a_copy() -> None:
     assert [s.name for s in policy_spec("bestfit").scores] == ["best-fit"]
 
 
-def test_gpusched_easy_is_gpusched_with_one_reservation_and_no_aging() -> None:
+def test_gpusched_easy_is_gpusched_with_one_reservation_no_aging_and_no_limit_guard() -> None:
     base, easy = policy_spec("gpusched"), policy_spec("gpusched-easy")
-    assert base.action_args["backfill"] == {"reservations": 4, "starve_after_s": 86_400.0}
+    assert base.action_args["backfill"] == {
+        "reservations": 4,
+        "starve_after_s": 86_400.0,
+        "limit_guard_after_s": 86_400.0,
+    }
     assert easy.action_args["backfill"] == {}
     rest = {k: v for k, v in easy.action_args.items() if k != "backfill"}
     assert rest == {k: v for k, v in base.action_args.items() if k != "backfill"}
     same = ("actions", "queue_sort", "filters", "scores", "gpu_picker")
     assert [getattr(easy, f) for f in same] == [getattr(base, f) for f in same]
-    for spec, want in ((base, (86_400.0, 4)), (easy, (None, 1))):
+    for spec, want in ((base, (86_400.0, 4, 86_400.0)), (easy, (None, 1, None))):
         backfill = build_profile(spec).actions[0]
         assert isinstance(backfill, Backfill)
-        assert (backfill.starve_after_s, backfill.reservations) == want
+        got = (backfill.starve_after_s, backfill.reservations, backfill.limit_guard_after_s)
+        assert got == want
 
 
 def test_the_deployed_profile_is_the_live_default() -> None:

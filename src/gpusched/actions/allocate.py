@@ -87,7 +87,8 @@
   lengthened the p95 wait; on the main job it lengthened waits (docs/benchmarks.md §4), hence
   off.
 
-  *Limit guard* (opt-in, ``limit_guard_after_s``; off by default): the first job in the
+  *Limit guard* (``limit_guard_after_s``; off unless set, 24 h in the built-in
+  ``gpusched``): the first job in the
   order (oldest first when aging is on) of each queue limit that the limit has held back
   longer than ``limit_guard_after_s`` since it was queued evicts, when that lets it start
   now, work charged under that limit that started after that (preemptible, its
@@ -95,9 +96,10 @@
   the nodes need
   (:mod:`gpusched.actions.limit_guard`): a reservation holds nodes, not quota, and a
   queue's own later, smaller jobs otherwise keep refilling the limit room a big job waits
-  for. Measured (sixteenth session, docs/benchmarks.md §4): on the main job's 16 seeds the
-  largest jobs' longest wait 22.8 -> 17.9 h on average; on the 5,000-job gang runs about the
-  same for them and longer average and p95 waits, hence off.
+  for. Measured with evicted jobs queueing from their eviction (twentieth session,
+  docs/benchmarks.md §4): on the 5,000-job gang runs (seeds 1-20) the largest jobs'
+  longest wait 122.6 -> 95.9 h on average, the p95 wait 83.7 -> 92.1 min, about a third
+  more preemptions; on the main job (seeds 1-32) 18.7 -> 16.5 h.
 * ``allocate-pods`` -- what the stock kube-scheduler does with a gang: each pod on its own,
   no transaction, so a gang may sit partly placed holding GPUs while the rest waits.
 

@@ -40,7 +40,7 @@ from gpusched.framework import RunningJob, Session
 from gpusched.framework.timeline import fits_after
 from gpusched.model import Job, QueueName
 
-__all__ = ["evict_for_limit"]
+__all__ = ["evict_for_limit", "limit_victims"]
 
 
 def evict_for_limit(session: Session, job: Job, tried: set[QueueName]) -> bool:
@@ -55,7 +55,7 @@ def evict_for_limit(session: Session, job: Job, tried: set[QueueName]) -> bool:
     if limiting is None or limiting in tried:
         return False
     tried.add(limiting)
-    candidates = _candidates(session, job, limiting)
+    candidates = limit_victims(session, job, limiting)
     chosen = admitting_without(session, job, candidates)
     if chosen is None:
         return False
@@ -75,7 +75,7 @@ def evict_for_limit(session: Session, job: Job, tried: set[QueueName]) -> bool:
     )
 
 
-def _candidates(session: Session, job: Job, limiting: QueueName) -> list[RunningJob]:
+def limit_victims(session: Session, job: Job, limiting: QueueName) -> list[RunningJob]:
     """``victims(job)`` under ``limiting``'s limit, most recently started first (module
     docstring)."""
     tree = session.quota.tree if session.quota is not None else None

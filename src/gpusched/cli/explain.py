@@ -94,6 +94,7 @@ def _when_lines(exp: Explanation) -> list[str]:
         lines.append("  no reservation: the job waits for quota (reservations hold nodes)")
     elif exp.quota_hold is None:
         lines.append("  no reservation (only the first blocked job in queue order holds one)")
+    lines += _guard_lines(exp)
     if exp.estimated_start is not None:
         wait = exp.estimated_start - exp.now
         lines.append(
@@ -102,6 +103,40 @@ def _when_lines(exp: Explanation) -> list[str]:
         )
     else:
         lines.append("  no estimated start (the job cannot run as requested)")
+    return lines
+
+
+def _guard_lines(exp: Explanation) -> list[str]:
+    """Aging and the limit guard: from when each applies to the job, or since when."""
+    lines: list[str] = []
+    if exp.aged_from is not None:
+        if exp.now >= exp.aged_from:
+            lines.append(
+                f"  aged since {_at(exp.aged_from)}: it goes before younger jobs for a "
+                "reservation, oldest first"
+            )
+        else:
+            lines.append(
+                f"  aging: from {_at(exp.aged_from)} (in {duration(exp.aged_from - exp.now)}) "
+                "it goes before younger jobs for a reservation"
+            )
+    guard = exp.limit_guard
+    if guard is not None:
+        what = f"may evict work of queue '{guard.queue}' started after {_at(guard.since)}"
+        if exp.now >= guard.start:
+            lines.append(f"  limit guard: since {_at(guard.start)} it {what}")
+        else:
+            wait = duration(guard.start - exp.now)
+            lines.append(f"  limit guard: from {_at(guard.start)} (in {wait}) it {what}")
+        if guard.victims == 0:
+            lines.append("    none running now (preemptible, its priority or lower, not evicted)")
+        else:
+            admits = "would" if guard.admits else "would not"
+            fits = "would" if guard.fits else "would not"
+            lines.append(
+                f"    {guard.victims} job(s), {guard.victim_gpus:g} GPUs now; with all gone the "
+                f"queues {admits} admit it and the nodes {fits} fit it"
+            )
     return lines
 
 

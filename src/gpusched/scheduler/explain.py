@@ -19,7 +19,15 @@ explanation of job ``j`` gathers:
   profile's own filters and scores, rolled back);
 * **quota** -- each queue on the job's path: usage, guarantee, limit; what the job would
   borrow and what may be borrowed now;
-* **reservation** (or **quota hold**) and **estimated start** from the plan, when there is one.
+* **reservation** (or **quota hold**) and **estimated start** from the plan, when there is one;
+* **aging and the limit guard** -- when the profile's ``backfill`` ages jobs
+  (``starve_after_s``), the time from which ``j`` goes first for a reservation,
+  ``submit_time + starve_after_s``; when it has a limit guard (``limit_guard_after_s``) and a
+  queue limit refuses ``j``, that queue, the time from which ``j`` may evict the queue's
+  work that started after it was queued, ``queue_time + limit_guard_after_s``, and what
+  that work is: how many jobs and GPUs, and whether with all of it gone the queues would
+  admit ``j`` and the nodes fit it (two trials, rolled back;
+  :mod:`gpusched.actions.limit_guard`).
 """
 
 from __future__ import annotations
@@ -29,6 +37,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpusched.actions import Backfill
+from gpusched.actions.limit_guard import limit_victims
+from gpusched.actions.make_room import admitting_without
 from gpusched.framework import (
     CycleContext,
     Plan,
@@ -41,9 +52,10 @@ from gpusched.framework import (
     Status,
 )
 from gpusched.framework.quota import job_request
-from gpusched.model import GPU, Job, JobId, Task
+from gpusched.framework.timeline import fits_after
+from gpusched.model import GPU, Job, JobId, QueueName, Task
 
-__all__ = ["Candidate", "Explanation", "explain_job"]
+__all__ = ["Candidate", "Explanation", "LimitGuard", "explain_job"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +65,22 @@ class Candidate:
     node: str
     shortfall: float
     lacks: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LimitGuard:
+    """The limit guard's view of a job a queue limit refuses: from ``start`` on it may evict
+    work charged under ``queue`` that started after ``since`` (the job's ``queue_time``):
+    ``victims`` running jobs holding ``victim_gpus`` GPUs now; with all of them gone the
+    queues would admit it (``admits``) and the nodes would fit it (``fits``)."""
+
+    queue: QueueName
+    since: float
+    start: float
+    victims: int
+    victim_gpus: float
+    admits: bool
+    fits: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +101,8 @@ class Explanation:
     reservation: Reservation | None
     quota_hold: QuotaHold | None
     estimated_start: float | None
+    aged_from: float | None = None
+    limit_guard: LimitGuard | None = None
 
 
 def _shape_line(task: Task, count: int) -> str:
@@ -199,6 +229,33 @@ def _quota(session: Session, job: Job) -> tuple[str, ...]:
     return tuple(lines)
 
 
+def _backfill(profile: Profile) -> Backfill | None:
+    return next((a for a in profile.actions if isinstance(a, Backfill)), None)
+
+
+def _limit_guard(session: Session, job: Job, backfill: Backfill | None) -> LimitGuard | None:
+    """Where the limit guard stands for ``job`` (module docstring); ``None`` without a guard
+    or when no queue limit refuses the job."""
+    after = backfill.limit_guard_after_s if backfill is not None else None
+    quota = session.quota
+    if after is None or quota is None or job.queue not in quota.tree:
+        return None
+    limiting = quota.limiting_queue(job.queue, session.request(job))
+    if limiting is None:
+        return None
+    victims = limit_victims(session, job, limiting)
+    ids = [r.job.id for r in victims]
+    return LimitGuard(
+        queue=limiting,
+        since=job.queue_time,
+        start=job.queue_time + after,
+        victims=len(victims),
+        victim_gpus=sum(session.charge_of(r.job)[GPU] for r in victims) / 1000,
+        admits=bool(victims) and admitting_without(session, job, victims) is not None,
+        fits=fits_after(session, job, ids) is not None,
+    )
+
+
 def explain_job(
     snapshot: Snapshot, profile: Profile, job_id: JobId, plan: Plan | None = None, top: int = 5
 ) -> Explanation:
@@ -217,6 +274,8 @@ def explain_job(
     first = unplaced[0] if unplaced else job.tasks[0]
     session.begin_job(job)
     candidates, fitting, rejected = _candidates(session, first, top)
+    backfill = _backfill(profile)
+    starve = backfill.starve_after_s if backfill is not None else None
     return Explanation(
         job=job,
         now=snapshot.now,
@@ -232,4 +291,6 @@ def explain_job(
         reservation=plan.reservations.get(job_id) if plan is not None else None,
         quota_hold=plan.quota_holds.get(job_id) if plan is not None else None,
         estimated_start=plan.estimated_start.get(job_id) if plan is not None else None,
+        aged_from=job.submit_time + starve if starve is not None else None,
+        limit_guard=_limit_guard(session, job, backfill),
     )

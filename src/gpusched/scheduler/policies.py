@@ -12,9 +12,10 @@ bestfit          least weighted leftover (BestFit)
 fgd              fragmentation gradient descent (the FGD paper)
 fgd-ss           FGD on CPU-aware fragmentation, sum-of-squares pairing of shared GPUs
 fifo-gang        strict FIFO, gangs all or nothing (the batch baseline)
-gpusched         backfill (four reservations, aging) + reclaim + preemption, fair share, FGD
+gpusched         backfill (four reservations, aging, limit guard) + reclaim + preemption,
+                 fair share, FGD
 gpusched-defrag  gpusched plus defragmentation moves
-gpusched-easy    gpusched with one reservation and no aging (the default until 2026-11)
+gpusched-easy    gpusched with one reservation, no aging, no limit guard (plain EASY)
 gpusched-topo    gpusched with GPU topology: connectivity score, topology-aware GPU picker
 ===============  ================================================================
 
@@ -23,14 +24,16 @@ built-in main job its moves cost more progress and waiting than they saved (docs
 §6.1), while on fragmentation-prone workloads it shortens waits.
 
 ``gpusched``'s backfill holds four reservations, laid out in time (each after the ones
-before it), and ages jobs after 24 h (a job pending longer goes first for a reservation,
-oldest first). Against ``gpusched-easy`` (one reservation, no aging; the previous default),
-on the 5,000-job gang runs (seeds 1-12) the largest 1% of jobs' longest wait is 129.9 h on
-average against 167.6 h (171.4 h without reservations; shorter than without on all 12
-seeds), the average wait 75.7 against 78.2 min; on the main job (seeds 1-16) the largest
-1% wait 22.8 h against 18.5 h (30.3 h without reservations), the average wait 10.5 against
-10.5 min. Not a bound: at an offered load of 0.6 the gang runs' largest jobs wait longer than
-without reservations on 3 of 5 seeds (docs/benchmarks.md §4).
+before it), ages jobs after 24 h (a job pending longer goes first for a reservation, oldest
+first) and has a limit guard at 24 h (a job its queue's limit has held back that long evicts
+the queue's work that started after it; :mod:`gpusched.actions.limit_guard`). With evicted
+jobs queueing from their eviction (the simulator's default), on the 5,000-job gang runs
+(seeds 1-20) the largest 1% of jobs' longest wait is 95.9 h on average against 122.6 h
+without the limit guard and 175.2 h without reservations (shorter than without on all 20
+seeds); the average wait 56.3 against 62.3 min, the p95 wait 92.1 against 83.7 min, with
+116 against 88 preemptions a run. On the main job (seeds 1-32) the largest 1% wait 16.5 h
+against 18.7 h without the guard and 22.9 h without reservations, but 19.0 h against 16.3 h
+without reservations on seeds 17-32. Not a bound (docs/benchmarks.md §4).
 
 ``gpusched-topo`` is derived from ``gpusched`` (:func:`_with_topology`: the same actions,
 queues, filters and scores plus the topology parts), so the two cannot drift apart. It is a
@@ -103,12 +106,20 @@ POLICIES: dict[str, ProfileSpec] = {
         name="gpusched",
         description=(
             "gpusched batch: gangs, backfill with four reservations laid out in time (jobs "
-            "pending over 24 h first) and a quota hold, quota reclaim, priority preemption, "
+            "pending over 24 h first) and a quota hold, a limit guard (a job its queue's limit "
+            "has held back over 24 h evicts the queue's work that started after it), quota "
+            "reclaim, priority preemption, "
             "fair share, FGD placement; work that runs on any GPU model stays off the models "
             "other work is pinned to"
         ),
         actions=["backfill", "reclaim", "preempt"],
-        action_args={"backfill": {"reservations": 4, "starve_after_s": 86_400.0}},
+        action_args={
+            "backfill": {
+                "reservations": 4,
+                "starve_after_s": 86_400.0,
+                "limit_guard_after_s": 86_400.0,
+            }
+        },
         queue_sort="fair-share",
         filters=[
             PluginSpec(name="node-resources-fit"),
@@ -162,18 +173,18 @@ def _with_defrag(base: ProfileSpec, name: str) -> ProfileSpec:
 
 
 def _with_easy(base: ProfileSpec, name: str) -> ProfileSpec:
-    """``base`` whose backfill holds one reservation and does not age jobs: plain EASY
-    backfill (module docstring; derived, not copied)."""
+    """``base`` whose backfill holds one reservation, does not age jobs and has no limit
+    guard: plain EASY backfill (module docstring; derived, not copied)."""
     spec = base.model_copy(deep=True)
     spec.name = name
     spec.description = (
-        f"{base.name} with one reservation and no aging (plain EASY backfill: the first "
-        "blocked job in queue order holds the reservation)"
+        f"{base.name} with one reservation, no aging and no limit guard (plain EASY backfill: "
+        "the first blocked job in queue order holds the reservation)"
     )
     spec.action_args["backfill"] = {
         k: v
         for k, v in spec.action_args.get("backfill", {}).items()
-        if k not in ("reservations", "starve_after_s")
+        if k not in ("reservations", "starve_after_s", "limit_guard_after_s")
     }
     return spec
 
