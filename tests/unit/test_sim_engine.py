@@ -288,6 +288,29 @@ def test_summary_reports_the_largest_jobs_pending_hours_by_cause() -> None:
     assert summary["pending_h_top1pct_largest_by_cause"] == {"nodes": 2.0}
 
 
+def test_the_largest_jobs_wait_is_also_reported_with_every_job_of_the_cut_off_size() -> None:
+    # 200 jobs: the largest 1% is 2 jobs. Three 4-GPU jobs tie for it: the first two to arrive
+    # start at once and run 2 h, late (arriving last) waits for a node. The 1% counts early and
+    # mid only (wait 0); the tie-inclusive figure counts late too.
+    jobs = [make_job("early").gpus(4).at(0).runs_for(7200).build()]
+    jobs += [make_job("mid").gpus(4).at(1).runs_for(7200).build()]
+    jobs += [make_job(f"s{i:03d}").gpus(1).at(2 + i).runs_for(1).build() for i in range(196)]
+    jobs += [make_job("late").gpus(4).at(300).runs_for(60).build()]
+    profile = policy_profile("fgd", [t.shape for j in jobs for t in j.tasks])
+    nodes = [make_node("a").gpus(4).build(), make_node("b").gpus(4).build()]
+    sim = Simulation(nodes, jobs, profile)
+    metrics = RunMetrics(sim, TargetWorkload.from_shapes([t.shape for j in jobs for t in j.tasks]))
+    sim.observers.append(metrics)
+    sim.run()
+    summary = summarise(sim, metrics)
+    late = sim.records[JobId("late")]
+    assert late.wait is not None
+    assert late.wait > 0
+    assert summary["max_wait_s_top1pct_largest"] == 0.0
+    assert summary["max_wait_s_top1pct_largest_ties"] == round(late.wait, 3)
+    assert summary["jobs_top1pct_largest_ties"] == 3
+
+
 def test_jobs_behind_a_fifo_head_wait_their_turn() -> None:
     # fifo-gang: big (2 GPUs) waits for a's node; small (1 GPU) would fit but waits behind it
     # until big starts at 10, then for big's GPUs until 11.

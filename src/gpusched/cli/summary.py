@@ -18,6 +18,7 @@ SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
     ("avg_wait_s", "average wait", "dur"),
     ("p95_wait_s", "p95 wait", "dur"),
     ("max_wait_s_top1pct_largest", "max wait, largest 1% of jobs", "dur"),
+    ("max_wait_s_top1pct_largest_ties", "max wait, largest 1% + ties", "dur"),
     ("pending_h_top1pct_largest_by_cause", "largest 1% mostly wait on", "cause"),
     ("avg_jct_s", "average job completion time", "dur"),
     ("partially_placed_gangs_max", "gangs partly placed (max at once)", "{:,}"),

@@ -20,7 +20,12 @@ cluster only drains, which says nothing about the policy):
 * ``fragmentation_pct``: mean of the ``frag_pct`` samples on ``[a, b]``;
 * ``avg_wait_s`` / ``p95_wait_s``: first start minus arrival, over jobs that started;
   ``max_wait_s_top1pct_largest``: the longest wait among the largest 1% of jobs by GPUs (jobs
-  that never started count with their wait until the end of the run);
+  that never started count with their wait until the end of the run). Exactly
+  ``max(1, n // 100)`` jobs: where jobs of the cut-off size are more than fit, the
+  earliest-arriving of them are taken (records are in arrival order, and the sort is stable);
+  ``max_wait_s_top1pct_largest_ties`` is the same over every job at least as large as the
+  smallest of those, ties included (``jobs_top1pct_largest_ties`` of them), so that no job
+  as large as one counted is left out;
   ``pending_h_top1pct_largest_by_cause``: the hours those jobs spent pending before their
   first start, summed over them, by the cause of their status
   (:class:`~gpusched.framework.status.Cause`; ``JobRecord.pending_by_cause``): what keeps the
@@ -251,6 +256,9 @@ def summarise(sim: Simulation, metrics: RunMetrics) -> dict[str, Any]:
     last = s.time[-1] if s.time else 0.0
     largest = sorted(recs, key=lambda r: -r.job.gpu_milli)[: max(1, len(recs) // 100)]
     big_waits = [r.wait if r.wait is not None else last - r.arrival for r in largest]
+    cut = largest[-1].job.gpu_milli if largest else 0
+    tied = [r for r in recs if r.job.gpu_milli >= cut] if largest else []
+    tied_waits = [r.wait if r.wait is not None else last - r.arrival for r in tied]
     demand = {r.job.queue for r in recs}
     weights = {q.name: q.weight for q in sim.queues} if sim.queues is not None else {}
     span = max(last - (s.time[0] if s.time else 0.0), 1e-9)
@@ -271,6 +279,8 @@ def summarise(sim: Simulation, metrics: RunMetrics) -> dict[str, Any]:
         "avg_wait_s": round(float(np.mean(waits)), 3) if waits else 0.0,
         "p95_wait_s": round(float(np.percentile(waits, 95)), 3) if waits else 0.0,
         "max_wait_s_top1pct_largest": round(max(big_waits), 3) if big_waits else 0.0,
+        "max_wait_s_top1pct_largest_ties": round(max(tied_waits), 3) if tied_waits else 0.0,
+        "jobs_top1pct_largest_ties": len(tied),
         "pending_h_top1pct_largest_by_cause": _pending_by_cause(largest),
         "avg_jct_s": round(float(np.mean(jcts)), 3) if jcts else 0.0,
         "partially_placed_gangs_max": metrics.partial_max,
