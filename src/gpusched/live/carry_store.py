@@ -89,16 +89,19 @@ def _dumps(value: object) -> str:
 
 
 def _doc(carried: Carried) -> dict[str, Any]:
-    """The JSON document (:func:`_without_empty` leaves out an empty ``disrupted``)."""
-    return {
+    """The JSON document; ``disrupted`` only when there are counts (the form written before
+    they were kept otherwise)."""
+    doc: dict[str, Any] = {
         "version": VERSION,
         "reserved": dict(carried.reserved),
         "deadlines": dict(carried.deadlines),
         "evictedBy": {job: _evicted(carried, job, by) for job, by in carried.evicted_by.items()},
-        "disrupted": {
-            job: {"evictions": e, "moves": m} for job, (e, m) in carried.disrupted.items()
-        },
     }
+    if carried.disrupted:
+        doc["disrupted"] = {
+            job: {"evictions": e, "moves": m} for job, (e, m) in carried.disrupted.items()
+        }
+    return doc
 
 
 def _evicted(carried: Carried, job: JobId, by: frozenset[JobId]) -> dict[str, Any]:
@@ -113,13 +116,13 @@ def encode(carried: Carried, limit_bytes: int = LIMIT_BYTES) -> tuple[str, int]:
     left out to fit (module docstring: evictors oldest first, then deadlines, then holders,
     then disruption counts)."""
     doc = _doc(carried)
-    text = _dumps(_without_empty(doc))
+    text = _dumps(doc)
     if len(text) <= limit_bytes:
         return text, 0
     evicted: dict[str, dict[str, Any]] = doc["evictedBy"]
     deadlines: dict[str, float] = doc["deadlines"]
     reserved: dict[str, float] = doc["reserved"]
-    disrupted: dict[str, dict[str, int]] = doc["disrupted"]
+    disrupted: dict[str, dict[str, int]] = doc.get("disrupted", {})
     order: Iterator[tuple[dict[str, Any], str]] = iter(
         [(evicted, j) for j in sorted(evicted, key=lambda j: (evicted[j]["at"], j))]
         + [(deadlines, j) for j in sorted(deadlines, key=lambda j: (-deadlines[j], j))]
@@ -135,14 +138,9 @@ def encode(carried: Carried, limit_bytes: int = LIMIT_BYTES) -> tuple[str, int]:
             if excess <= 0:
                 break
         else:
-            return _dumps(_without_empty(doc)), dropped  # nothing left to drop
-        text = _dumps(_without_empty(doc))
+            return _dumps(doc), dropped  # nothing left to drop
+        text = _dumps(doc)
     return text, dropped
-
-
-def _without_empty(doc: dict[str, Any]) -> dict[str, Any]:
-    """``doc`` without an empty ``disrupted`` (the form written before it was kept)."""
-    return doc if doc["disrupted"] else {k: v for k, v in doc.items() if k != "disrupted"}
 
 
 def decode(text: str) -> Carried:

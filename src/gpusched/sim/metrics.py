@@ -255,9 +255,8 @@ def summarise(sim: Simulation, metrics: RunMetrics) -> dict[str, Any]:
     frag = [f for t, f in zip(s.frag_time, s.frag_pct, strict=True) if t <= end] or s.frag_pct
     last = s.time[-1] if s.time else 0.0
     largest = sorted(recs, key=lambda r: -r.job.gpu_milli)[: max(1, len(recs) // 100)]
+    tied = [r for r in recs if r.job.gpu_milli >= largest[-1].job.gpu_milli] if largest else []
     big_waits = [r.wait if r.wait is not None else last - r.arrival for r in largest]
-    cut = largest[-1].job.gpu_milli if largest else 0
-    tied = [r for r in recs if r.job.gpu_milli >= cut] if largest else []
     tied_waits = [r.wait if r.wait is not None else last - r.arrival for r in tied]
     demand = {r.job.queue for r in recs}
     weights = {q.name: q.weight for q in sim.queues} if sim.queues is not None else {}
