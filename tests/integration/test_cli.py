@@ -89,6 +89,18 @@ TWO_H100_NODES = (
 )
 
 
+#: `small` (team-a, 4 GPUs, the default 1 h estimate) runs when `big` (2 x 8 GPUs) arrives.
+SMALL_THEN_BIG = (
+    "jobs:\n"
+    "  - {name: small, submit: 0, duration: 3600, cpu: 4, memory: 32Gi, gpus: 4,"
+    " queue: team-a}\n"
+    "  - {name: big, submit: 10, duration: 600, replicas: 2, cpu: 4, memory: 32Gi, gpus: 8,"
+    " queue: team-b, runtime_estimate: 600}\n"
+)
+#: team-b owns all 16 GPUs; team-a only borrows.
+TEAM_B_OWNS_16 = "queues:\n  - {name: team-a}\n  - {name: team-b, guaranteed: {gpu: 16}}\n"
+
+
 def explain_inputs(tmp_path: Path, *, workload: str, config: str) -> list[str]:
     """Write two 8-GPU nodes, ``workload`` and the scheduling ``config``; return the flags."""
     args: list[str] = []
@@ -112,17 +124,7 @@ def explained(job: str, args: list[str]) -> str:
 def test_explain_a_pending_job_gives_needs_nodes_quota_and_start(tmp_path: Path) -> None:
     # Two 8-GPU nodes; `big` (2 x 8 GPUs, team-b guaranteed 16) arrives while `small` (team-a,
     # borrowing) holds 4 GPUs of one node.
-    args = explain_inputs(
-        tmp_path,
-        workload=(
-            "jobs:\n"
-            "  - {name: small, submit: 0, duration: 3600, cpu: 4, memory: 32Gi, gpus: 4,"
-            " queue: team-a}\n"
-            "  - {name: big, submit: 10, duration: 600, replicas: 2, cpu: 4, memory: 32Gi, gpus: 8,"
-            " queue: team-b, runtime_estimate: 600}\n"
-        ),
-        config="queues:\n  - {name: team-a}\n  - {name: team-b, guaranteed: {gpu: 16}}\n",
-    )
+    args = explain_inputs(tmp_path, workload=SMALL_THEN_BIG, config=TEAM_B_OWNS_16)
     text = explained("big", args)
     assert "big is pending at t=10 s" in text
     assert "gang: 2 of 2 pod(s) must start together" in text
@@ -135,12 +137,61 @@ def test_explain_a_pending_job_gives_needs_nodes_quota_and_start(tmp_path: Path)
     # small's run-time estimate is the 1 h default: it ends at 3600, when big can start (it
     # is too young to be reclaimed: 10 s < the 300 s minimum run time).
     assert "reservation: t=3,600 s on a, b" in text
+    assert (
+        "its start is set by the running job(s) on those nodes ending then or later: small "
+        "(queue 'team-a', 4 GPUs; here on a): started t=0 s, expected to end t=3,600 s (the "
+        "default run time: 60.0 min)"
+    ) in text
     assert "estimated start: t=3,600 s" in text
     running = gpusched("explain", "small", *args)
     assert "small is running since t=0 s" in running.stdout
     missing = gpusched("explain", "nope", *args)
     assert missing.returncode == 2
     assert "job 'nope' is not in the workload" in missing.stderr
+
+
+def test_explain_says_what_sets_a_reservations_start(tmp_path: Path) -> None:
+    # `small` declared 10 min and has run 1,060 s: expected to run as long again (to 2,120 s).
+    # Neither queue's guarantee lets `big` reclaim it. `poke` only makes a cycle at 1,000 s.
+    overrun = explain_inputs(
+        tmp_path,
+        workload=(
+            "jobs:\n"
+            "  - {name: small, submit: 0, duration: 3600, cpu: 4, memory: 32Gi, gpus: 4,"
+            " queue: team-a, runtime_estimate: 600}\n"
+            "  - {name: big, submit: 10, duration: 600, replicas: 2, cpu: 4, memory: 32Gi, gpus: 8,"
+            " queue: team-b, runtime_estimate: 600}\n"
+            "  - {name: poke, submit: 1000, duration: 60, cpu: 1, memory: 1Gi, gpus: 0,"
+            " queue: team-a}\n"
+        ),
+        config=(
+            "queues:\n  - {name: team-a, guaranteed: {gpu: 8}}\n"
+            "  - {name: team-b, guaranteed: {gpu: 8}}\n"
+        ),
+    )
+    text = explained("big", ["--at", "1100", *overrun])
+    assert "big is pending at t=1,060 s" in text
+    assert "reservation: t=2,120 s on a, b" in text
+    assert (
+        "small (queue 'team-a', 4 GPUs; here on a): started t=0 s, expected to end t=2,120 s "
+        "(past its declared run time: 10.0 min, so as long again as it has run)"
+    ) in text
+    # Two gangs reserve both nodes: the second is laid out after the first one's estimate.
+    (tmp_path / "two").mkdir()
+    queued = explain_inputs(
+        tmp_path / "two",
+        workload=SMALL_THEN_BIG
+        + "  - {name: big2, submit: 20, duration: 600, replicas: 2, cpu: 4, memory: 32Gi,"
+        " gpus: 8, queue: team-b, runtime_estimate: 900}\n",
+        config=TEAM_B_OWNS_16,
+    )
+    second = explained("big2", ["--at", "30", *queued])
+    assert "reservation: t=4,200 s on a, b" in second
+    assert (
+        "laid out after the reservation(s) ahead of it on the same nodes: big (2 of the "
+        "nodes): from t=3,600 s, expected to run 10.0 min, to t=4,200 s"
+    ) in second
+    assert "its start is set by" not in second  # `small` ends before 4,200 s
 
 
 def test_explain_shows_the_quota_hold_of_a_job_waiting_to_borrow(tmp_path: Path) -> None:

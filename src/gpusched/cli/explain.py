@@ -90,6 +90,7 @@ def _when_lines(exp: Explanation) -> list[str]:
             f"  reservation: {_at(exp.reservation.start)} on {nodes} (EASY backfill: smaller "
             "jobs may use these nodes only if they end before then)"
         )
+        lines += _behind_lines(exp)
     elif exp.quota_hold is None and exp.quota_blocked:
         lines.append("  no reservation: the job waits for quota (reservations hold nodes)")
     elif exp.quota_hold is None:
@@ -104,6 +105,44 @@ def _when_lines(exp: Explanation) -> list[str]:
     else:
         lines.append("  no estimated start (the job cannot run as requested)")
     return lines
+
+
+#: Running jobs listed under a reservation's start (the rest are counted).
+_BEHIND_SHOWN = 3
+
+_BASIS = {
+    "declared": "its declared run time",
+    "learned": "the mean run time of its user's finished jobs",
+    "default": "the default run time",
+}
+
+
+def _behind_lines(exp: Explanation) -> list[str]:
+    """What sets the reservation's start: the running jobs on its nodes that end then or
+    later, and the reservations laid out ahead of it on the same nodes."""
+    lines: list[str] = []
+    behind = exp.reserved_behind
+    if behind:
+        lines.append(
+            "    its start is set by the running job(s) on those nodes ending then or later:"
+        )
+    for b in behind[:_BEHIND_SHOWN]:
+        basis = f"{_BASIS[b.basis]}: {duration(b.estimate)}"
+        why = f"past {basis}, so as long again as it has run" if b.overrun else basis
+        lines.append(
+            f"      {b.job} (queue '{b.queue}', {b.gpus:g} GPUs; here on {', '.join(b.nodes)}): "
+            f"started {_at(b.start)}, expected to end {_at(b.end)} ({why})"
+        )
+    if len(behind) > _BEHIND_SHOWN:
+        lines.append(f"      and {len(behind) - _BEHIND_SHOWN} more ending then or later")
+    if exp.reservations_ahead:
+        lines.append("    laid out after the reservation(s) ahead of it on the same nodes:")
+    for r in exp.reservations_ahead:
+        lines.append(
+            f"      {r.job} ({r.shared} of the nodes): from {_at(r.start)}, expected to run "
+            f"{duration(r.estimate)}, to {_at(r.start + r.estimate)}"
+        )
+    return [escape(line) for line in lines]
 
 
 def _guard_lines(exp: Explanation) -> list[str]:

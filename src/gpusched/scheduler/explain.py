@@ -20,6 +20,11 @@ explanation of job ``j`` gathers:
 * **quota** -- each queue on the job's path: usage, guarantee, limit; what the job would
   borrow and what may be borrowed now;
 * **reservation** (or **quota hold**) and **estimated start** from the plan, when there is one;
+  for a reservation, what sets its start ``s``: the running jobs on its nodes expected to end
+  at ``s`` or later (:func:`~gpusched.framework.timeline.expected_ends`; each with what its
+  end rests on: a declared run time, the learned mean of its user's jobs, the default, or an
+  overrun estimate, ``end = now + max(0.1 * est, now - start)``), and the reservations ahead
+  of it in the plan that share its nodes (a later reservation is laid out after them);
 * **aging and the limit guard** -- when the profile's ``backfill`` ages jobs
   (``starve_after_s``), the time from which ``j`` goes first for a reservation,
   ``submit_time + starve_after_s``; when it has a limit guard (``limit_guard_after_s``) and a
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -52,10 +58,22 @@ from gpusched.framework import (
     Status,
 )
 from gpusched.framework.quota import job_request
-from gpusched.framework.timeline import fits_after
+from gpusched.framework.timeline import expected_ends, fits_after
 from gpusched.model import GPU, Job, JobId, QueueName, Task
 
-__all__ = ["Candidate", "Explanation", "LimitGuard", "explain_job"]
+__all__ = [
+    "Candidate",
+    "Explanation",
+    "LimitGuard",
+    "ReservedAhead",
+    "ReservedBehind",
+    "explain_job",
+]
+
+#: How a running job's expected end is known (:meth:`Session.runtime_estimate`).
+Basis = Literal["declared", "learned", "default"]
+#: Expected ends this close to a reservation's start (seconds) count as setting it.
+_SAME_TIME_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +102,35 @@ class LimitGuard:
 
 
 @dataclass(frozen=True, slots=True)
+class ReservedBehind:
+    """A running job on a reservation's nodes expected to end at or after its start: it
+    started at ``start`` with run-time estimate ``estimate`` (``basis``: how that is known)
+    and holds ``gpus`` GPUs on ``nodes`` of the reservation; ``overrun``: it has run past the
+    estimate, so ``end`` is the overrun rule's guess."""
+
+    job: JobId
+    queue: QueueName
+    gpus: float
+    nodes: tuple[str, ...]
+    start: float
+    end: float
+    estimate: float
+    basis: Basis
+    overrun: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ReservedAhead:
+    """A reservation laid out before the job's on ``shared`` of its nodes: ``job`` is to start
+    at ``start`` and run ``estimate`` seconds (:meth:`Session.runtime_estimate`)."""
+
+    job: JobId
+    start: float
+    estimate: float
+    shared: int
+
+
+@dataclass(frozen=True, slots=True)
 class Explanation:
     """Everything ``gpusched explain`` prints about one job (module docstring)."""
 
@@ -103,6 +150,8 @@ class Explanation:
     estimated_start: float | None
     aged_from: float | None = None
     limit_guard: LimitGuard | None = None
+    reserved_behind: tuple[ReservedBehind, ...] = ()
+    reservations_ahead: tuple[ReservedAhead, ...] = ()
 
 
 def _shape_line(task: Task, count: int) -> str:
@@ -256,6 +305,68 @@ def _limit_guard(session: Session, job: Job, backfill: Backfill | None) -> Limit
     )
 
 
+def _reserved_behind(session: Session, res: Reservation) -> tuple[ReservedBehind, ...]:
+    """The running jobs on ``res``'s nodes expected to end at or after its start, latest
+    first (module docstring)."""
+    state = session.state
+    held = {state.index[name] for name in res.nodes}
+    ends = {job_id: end for end, job_id in expected_ends(session)}
+    stats = session.snapshot.runtime_stats
+    now = session.snapshot.now
+    found = []
+    for run in session.snapshot.running.values():
+        end = ends.get(run.job.id)
+        if end is None or end < res.start - _SAME_TIME_S:
+            continue
+        nodes = sorted(
+            {a.node for t in run.job.tasks if (a := state.allocations.get(t.id)) is not None} & held
+        )
+        if not nodes:
+            continue
+        job = run.job
+        basis: Basis = (
+            "declared"
+            if job.runtime_estimate is not None
+            else "learned"
+            if stats and (job.user, job.kind.value) in stats
+            else "default"
+        )
+        estimate = session.runtime_estimate(job)
+        found.append(
+            ReservedBehind(
+                job=job.id,
+                queue=job.queue,
+                gpus=session.charge_of(job)[GPU] / 1000,
+                nodes=tuple(state.names[n] for n in nodes),
+                start=run.start,
+                end=end,
+                estimate=estimate,
+                basis=basis,
+                overrun=now >= run.start + estimate,
+            )
+        )
+    return tuple(sorted(found, key=lambda b: (-b.end, b.job)))
+
+
+def _reservations_ahead(
+    session: Session, plan: Plan, res: Reservation
+) -> tuple[ReservedAhead, ...]:
+    """The plan's reservations before ``res`` (plan order is layout order) sharing a node
+    with it."""
+    nodes = set(res.nodes)
+    jobs = {j.id: j for j in session.snapshot.pending}
+    ahead = []
+    for other in plan.reservations.values():
+        if other.job == res.job:
+            break
+        shared = len(nodes.intersection(other.nodes))
+        holder = jobs.get(other.job)
+        if shared and holder is not None:
+            estimate = session.runtime_estimate(holder)
+            ahead.append(ReservedAhead(other.job, other.start, estimate, shared))
+    return tuple(ahead)
+
+
 def explain_job(
     snapshot: Snapshot, profile: Profile, job_id: JobId, plan: Plan | None = None, top: int = 5
 ) -> Explanation:
@@ -276,6 +387,7 @@ def explain_job(
     candidates, fitting, rejected = _candidates(session, first, top)
     backfill = _backfill(profile)
     starve = backfill.starve_after_s if backfill is not None else None
+    reservation = plan.reservations.get(job_id) if plan is not None else None
     return Explanation(
         job=job,
         now=snapshot.now,
@@ -288,9 +400,15 @@ def explain_job(
         gang_needed=job.min_available,
         quota=_quota(session, job),
         quota_blocked=session.quota is not None and session.quota_refusal(job) is not None,
-        reservation=plan.reservations.get(job_id) if plan is not None else None,
+        reservation=reservation,
         quota_hold=plan.quota_holds.get(job_id) if plan is not None else None,
         estimated_start=plan.estimated_start.get(job_id) if plan is not None else None,
         aged_from=job.submit_time + starve if starve is not None else None,
         limit_guard=_limit_guard(session, job, backfill),
+        reserved_behind=_reserved_behind(session, reservation) if reservation else (),
+        reservations_ahead=(
+            _reservations_ahead(session, plan, reservation)
+            if plan is not None and reservation
+            else ()
+        ),
     )
