@@ -192,6 +192,10 @@ def test_explain_says_what_sets_a_reservations_start(tmp_path: Path) -> None:
         "nodes): from t=3,600 s, expected to run 10.0 min, to t=4,200 s"
     ) in second
     assert "its start is set by" not in second  # `small` ends before 4,200 s
+    # With one reservation (and no aging), `big2` is told who holds it.
+    easy = explained("big2", ["--at", "30", "--policy", "gpusched-easy", *queued])
+    assert "no reservation: the profile's one reservation is held by big, ahead of it in" in easy
+    assert "queue order estimated start: t=4,200 s" in easy
 
 
 def test_explain_shows_the_quota_hold_of_a_job_waiting_to_borrow(tmp_path: Path) -> None:

@@ -94,7 +94,7 @@ def _when_lines(exp: Explanation) -> list[str]:
     elif exp.quota_hold is None and exp.quota_blocked:
         lines.append("  no reservation: the job waits for quota (reservations hold nodes)")
     elif exp.quota_hold is None:
-        lines.append("  no reservation (only the first blocked job in queue order holds one)")
+        lines.append(f"  {_no_reservation(exp)}")
     lines += _guard_lines(exp)
     if exp.estimated_start is not None:
         wait = exp.estimated_start - exp.now
@@ -105,6 +105,30 @@ def _when_lines(exp: Explanation) -> list[str]:
     else:
         lines.append("  no estimated start (the job cannot run as requested)")
     return lines
+
+
+def _no_reservation(exp: Explanation) -> str:
+    """Why a job blocked for nodes holds no reservation: the profile makes none, or those it
+    makes went to jobs ahead of it."""
+    most = exp.reservations_max
+    if most == 0:
+        return "no reservation (the profile's backfill makes none)"
+    held = exp.reserved_for
+    if not held:
+        return f"no reservation (the profile makes {most}, for the first blocked jobs in order)"
+    holders = escape(", ".join(held))
+    if len(held) >= most:
+        which = (
+            "the profile's one reservation is"
+            if most == 1
+            else f"all {most} of the profile's reservations are"
+        )
+        order = "queue order, aged jobs first" if exp.aged_from is not None else "queue order"
+        return f"no reservation: {which} held by {holders}, ahead of it in {order}"
+    return (
+        f"no reservation this cycle ({len(held)} of the {most} the profile makes are held, "
+        f"by {holders})"
+    )
 
 
 #: Running jobs listed under a reservation's start (the rest are counted).

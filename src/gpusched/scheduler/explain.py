@@ -24,7 +24,9 @@ explanation of job ``j`` gathers:
   at ``s`` or later (:func:`~gpusched.framework.timeline.expected_ends`; each with what its
   end rests on: a declared run time, the learned mean of its user's jobs, the default, or an
   overrun estimate, ``end = now + max(0.1 * est, now - start)``), and the reservations ahead
-  of it in the plan that share its nodes (a later reservation is laid out after them);
+  of it in the plan that share its nodes (a later reservation is laid out after them); for
+  a job without one, how many reservations the profile's ``backfill`` makes and which jobs
+  hold them this cycle;
 * **aging and the limit guard** -- when the profile's ``backfill`` ages jobs
   (``starve_after_s``), the time from which ``j`` goes first for a reservation,
   ``submit_time + starve_after_s``; when it has a limit guard (``limit_guard_after_s``) and a
@@ -152,6 +154,8 @@ class Explanation:
     limit_guard: LimitGuard | None = None
     reserved_behind: tuple[ReservedBehind, ...] = ()
     reservations_ahead: tuple[ReservedAhead, ...] = ()
+    reservations_max: int = 0
+    reserved_for: tuple[JobId, ...] = ()
 
 
 def _shape_line(task: Task, count: int) -> str:
@@ -411,4 +415,6 @@ def explain_job(
             if plan is not None and reservation
             else ()
         ),
+        reservations_max=backfill.reservations if backfill is not None else 0,
+        reserved_for=tuple(plan.reservations) if plan is not None else (),
     )
