@@ -237,6 +237,11 @@ def _pending_by_cause(records: Sequence[JobRecord]) -> dict[str, float]:
     return {c: round(h, 1) for c, h in sorted(hours.items(), key=lambda kv: -kv[1])}
 
 
+def _wait_by(rec: JobRecord, last: float) -> float:
+    """``rec``'s wait; a job that never started counts with its wait until ``last``."""
+    return rec.wait if rec.wait is not None else last - rec.arrival
+
+
 def summarise(sim: Simulation, metrics: RunMetrics) -> dict[str, Any]:
     """The run's summary numbers (see module docstring)."""
     recs = list(sim.records.values())
@@ -256,8 +261,8 @@ def summarise(sim: Simulation, metrics: RunMetrics) -> dict[str, Any]:
     last = s.time[-1] if s.time else 0.0
     largest = sorted(recs, key=lambda r: -r.job.gpu_milli)[: max(1, len(recs) // 100)]
     tied = [r for r in recs if r.job.gpu_milli >= largest[-1].job.gpu_milli] if largest else []
-    big_waits = [r.wait if r.wait is not None else last - r.arrival for r in largest]
-    tied_waits = [r.wait if r.wait is not None else last - r.arrival for r in tied]
+    big_waits = [_wait_by(r, last) for r in largest]
+    tied_waits = [_wait_by(r, last) for r in tied]
     demand = {r.job.queue for r in recs}
     weights = {q.name: q.weight for q in sim.queues} if sim.queues is not None else {}
     span = max(last - (s.time[0] if s.time else 0.0), 1e-9)
