@@ -3,6 +3,9 @@ tie-breaking, queue order, and ``schedule()`` leaving its snapshot untouched."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from random import Random
+
 import pytest
 
 from builders import (
@@ -16,7 +19,16 @@ from builders import (
     run_cycle,
     state_contents,
 )
-from gpusched.framework import Cause, ClusterState, Code, Plan, Snapshot, Status
+from gpusched.framework import (
+    Cause,
+    ClusterState,
+    Code,
+    CycleContext,
+    Plan,
+    Session,
+    Snapshot,
+    Status,
+)
 from gpusched.model import Job, JobId, Task, TaskId
 from gpusched.scheduler import POLICIES, schedule
 
@@ -267,3 +279,21 @@ def test_schedule_does_not_change_the_snapshot_and_repeats_itself(policy: str) -
     applied = state.copy()
     for b in first.binds:
         applied.allocate(tasks[b.task], applied.index[b.node], b.gpus, b.gpu_milli)
+
+
+def test_the_basis_of_a_run_time_estimate_follows_the_estimates_own_order() -> None:
+    job = make_job("j").gpus(1).build()
+    state = make_state(make_node("a").gpus(8))
+    learned = Snapshot(state, (job,), runtime_stats={(job.user, job.kind.value): 120.0})
+    session = Session(learned, policy_profile("gpusched"), CycleContext(0.0, Random(0)))
+    assert (session.runtime_basis(job), session.runtime_estimate(job)) == ("learned", 120.0)
+    declared = replace(job, runtime_estimate=60.0)
+    assert (session.runtime_basis(declared), session.runtime_estimate(declared)) == (
+        "declared",
+        60.0,
+    )
+    plain = Session(Snapshot(state, (job,)), session.profile, CycleContext(0.0, Random(0)))
+    assert (plain.runtime_basis(job), plain.runtime_estimate(job)) == (
+        "default",
+        plain.default_runtime,
+    )

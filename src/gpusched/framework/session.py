@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Literal
 
 import numpy as np
 
@@ -49,6 +50,8 @@ __all__ = ["Session"]
 _NO_FIT = Status(Code.UNSCHEDULABLE, ("no feasible node",), Cause.NODES)
 
 _NUMA_FILTER = "numa-local-cpu"
+#: Where a job's run-time estimate comes from (:meth:`Session.runtime_basis`).
+RuntimeBasis = Literal["declared", "learned", "default"]
 #: The memo table of pending jobs' requests and quota keys.
 _REQUESTS = "requests"
 
@@ -328,12 +331,21 @@ class Session(GangPlacement, QuotaAdmission, Diagnosis):
 
     def runtime_estimate(self, job: Job) -> float:
         """The job's run time as the scheduler may know it: the user's estimate, else the
-        mean of completed jobs of the same user and kind, else the default."""
+        mean of completed jobs of the same user and kind, else the default
+        (:meth:`runtime_basis` says which)."""
         if job.runtime_estimate is not None:
             return job.runtime_estimate
         stats = self.snapshot.runtime_stats
         learned = stats.get((job.user, job.kind.value)) if stats else None
         return learned if learned is not None else self.default_runtime
+
+    def runtime_basis(self, job: Job) -> RuntimeBasis:
+        """Which source :meth:`runtime_estimate` takes the job's run time from, in its order
+        (for explanations; the hot path asks only for the number)."""
+        if job.runtime_estimate is not None:
+            return "declared"
+        stats = self.snapshot.runtime_stats
+        return "learned" if stats and (job.user, job.kind.value) in stats else "default"
 
     def evict_members(
         self, job_id: JobId, tasks: Sequence[TaskId], for_job: JobId, reason: str

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
@@ -60,6 +59,7 @@ from gpusched.framework import (
     Status,
 )
 from gpusched.framework.quota import job_request
+from gpusched.framework.session import RuntimeBasis
 from gpusched.framework.timeline import expected_ends, fits_after
 from gpusched.model import GPU, Job, JobId, QueueName, Task
 
@@ -72,8 +72,6 @@ __all__ = [
     "explain_job",
 ]
 
-#: How a running job's expected end is known (:meth:`Session.runtime_estimate`).
-Basis = Literal["declared", "learned", "default"]
 #: Expected ends this close to a reservation's start (seconds) count as setting it.
 _SAME_TIME_S = 1.0
 
@@ -117,7 +115,7 @@ class ReservedBehind:
     start: float
     end: float
     estimate: float
-    basis: Basis
+    basis: RuntimeBasis
     overrun: bool
 
 
@@ -315,7 +313,6 @@ def _reserved_behind(session: Session, res: Reservation) -> tuple[ReservedBehind
     state = session.state
     held = {state.index[name] for name in res.nodes}
     ends = {job_id: end for end, job_id in expected_ends(session)}
-    stats = session.snapshot.runtime_stats
     now = session.snapshot.now
     found = []
     for run in session.snapshot.running.values():
@@ -328,13 +325,6 @@ def _reserved_behind(session: Session, res: Reservation) -> tuple[ReservedBehind
         if not nodes:
             continue
         job = run.job
-        basis: Basis = (
-            "declared"
-            if job.runtime_estimate is not None
-            else "learned"
-            if stats and (job.user, job.kind.value) in stats
-            else "default"
-        )
         estimate = session.runtime_estimate(job)
         found.append(
             ReservedBehind(
@@ -345,7 +335,7 @@ def _reserved_behind(session: Session, res: Reservation) -> tuple[ReservedBehind
                 start=run.start,
                 end=end,
                 estimate=estimate,
-                basis=basis,
+                basis=session.runtime_basis(job),
                 overrun=now >= run.start + estimate,
             )
         )
